@@ -1,0 +1,316 @@
+//! `icebox instances`, `icebox memory`, `icebox health`: the node API (`/icebox/v1`).
+
+use crate::client::Client;
+use crate::error::{CliError, Result};
+use crate::output::{emit, emit_json, emit_line};
+use crate::table::{self, size, Align, Table};
+use icebox_core::api::{Health, InstanceView, MemoryView};
+use icebox_core::InstanceState;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+const API: &str = "/icebox/v1";
+
+/// With --json the daemon's answer is printed untouched, so scripts see every field even
+/// when this CLI is older than the daemon; people get the typed view.
+fn typed<T: DeserializeOwned>(body: Value, endpoint: &str) -> Result<T> {
+    serde_json::from_value(body).map_err(|e| {
+        CliError::failed(format!(
+            "iceboxd's answer to {API}/{endpoint} does not match this CLI ({e}); \
+             use an icebox CLI of the daemon's version, or --json for the raw answer"
+        ))
+    })
+}
+
+pub fn instances(client: &Client, json_out: bool) -> Result<()> {
+    let body = client.get(format!("{API}/instances")).send()?;
+    if json_out {
+        emit_json(&body);
+        return Ok(());
+    }
+    let list: Vec<InstanceView> = typed(body, "instances")?;
+    if list.is_empty() {
+        emit_line("no instances; invoking an action starts one (`icebox action invoke NAME`)");
+        return Ok(());
+    }
+    emit(&instances_table(&list));
+    Ok(())
+}
+
+pub fn instances_table(list: &[InstanceView]) -> String {
+    let mut t = Table::new(&[
+        ("ID", Align::Left),
+        ("ACTION", Align::Left),
+        ("STATE", Align::Left),
+        ("PIDS", Align::Left),
+        ("AGE", Align::Right),
+        ("IDLE", Align::Right),
+        ("INVOKES", Align::Right),
+        ("USS", Align::Right),
+        ("PSS", Align::Right),
+        ("RSS", Align::Right),
+        ("SWAP", Align::Right),
+        ("CHARGED", Align::Right),
+    ]);
+    for i in list {
+        let pids = if i.pids.is_empty() {
+            "-".to_string()
+        } else {
+            i.pids
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        t.push(vec![
+            i.id.clone(),
+            i.action.clone(),
+            i.state.to_string(),
+            pids,
+            table::duration_ms(i.age_ms),
+            i.idle_ms
+                .map(table::duration_ms)
+                .unwrap_or_else(|| "-".into()),
+            i.invocations.to_string(),
+            size(i.memory.uss),
+            size(i.memory.pss),
+            size(i.memory.rss),
+            size(i.memory.swap),
+            size(i.charged),
+        ]);
+    }
+    t.render()
+}
+
+pub fn memory(client: &Client, json_out: bool) -> Result<()> {
+    let body = client.get(format!("{API}/memory")).send()?;
+    if json_out {
+        emit_json(&body);
+        return Ok(());
+    }
+    let view: MemoryView = typed(body, "memory")?;
+    emit(&memory_report(&view));
+    Ok(())
+}
+
+pub fn memory_report(v: &MemoryView) -> String {
+    let charge = serde_json::to_value(v.charge_mode)
+        .ok()
+        .and_then(|c| c.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let share = if v.budget > 0 {
+        format!(
+            " ({:.1}% of the budget)",
+            v.charged as f64 * 100.0 / v.budget as f64
+        )
+    } else {
+        String::new()
+    };
+    let max = if v.max_instances == 0 {
+        "no limit".to_string()
+    } else {
+        v.max_instances.to_string()
+    };
+    let mut out = format!(
+        "budget         {} (idle and frozen instances, charged by {charge})\n\
+         charged        {}{share}\n\
+         max instances  {max}\n\n",
+        size(v.budget),
+        size(v.charged)
+    );
+    let mut t = Table::new(&[
+        ("STATE", Align::Left),
+        ("INSTANCES", Align::Right),
+        ("USS", Align::Right),
+        ("PSS", Align::Right),
+        ("RSS", Align::Right),
+        ("SWAP", Align::Right),
+        ("CGROUP", Align::Right),
+    ]);
+    // Lifecycle order reads better than the map's alphabetical one; unknown states follow.
+    let known: Vec<&str> = InstanceState::ALL.iter().map(|s| s.as_str()).collect();
+    let ordered = known
+        .iter()
+        .filter_map(|s| v.by_state.get_key_value(*s))
+        .chain(
+            v.by_state
+                .iter()
+                .filter(|(k, _)| !known.contains(&k.as_str())),
+        );
+    let mut total_instances = 0;
+    for (state, sm) in ordered {
+        total_instances += sm.instances;
+        t.push(vec![
+            state.clone(),
+            sm.instances.to_string(),
+            size(sm.memory.uss),
+            size(sm.memory.pss),
+            size(sm.memory.rss),
+            size(sm.memory.swap),
+            size(sm.memory.cgroup),
+        ]);
+    }
+    t.push(vec![
+        "total".into(),
+        total_instances.to_string(),
+        size(v.total.uss),
+        size(v.total.pss),
+        size(v.total.rss),
+        size(v.total.swap),
+        size(v.total.cgroup),
+    ]);
+    out.push_str(&t.render());
+    out
+}
+
+pub fn health(client: &Client, json_out: bool) -> Result<()> {
+    let body = client.get(format!("{API}/health")).without_auth().send()?;
+    if json_out {
+        emit_json(&body);
+        return Ok(());
+    }
+    let h: Health = typed(body, "health")?;
+    emit_line(&health_line(&h, client.apihost()));
+    Ok(())
+}
+
+pub fn health_line(h: &Health, apihost: &str) -> String {
+    let isolation = if h.isolation == "none" {
+        "NO isolation (not root: no namespaces or cgroups)".to_string()
+    } else {
+        format!("isolation {} with cgroup {}", h.isolation, h.cgroup)
+    };
+    format!(
+        "iceboxd {} at {apihost}: {} · up {} · {isolation} · {} instance{}",
+        h.version,
+        h.status,
+        table::duration_ms(h.uptime_s * 1000),
+        h.instances,
+        if h.instances == 1 { "" } else { "s" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icebox_core::api::StateMemory;
+    use icebox_core::{ChargeMode, MemoryStats};
+    use std::collections::BTreeMap;
+
+    const MIB: u64 = 1024 * 1024;
+
+    fn stats(mib: u64) -> MemoryStats {
+        MemoryStats {
+            uss: mib * MIB,
+            pss: mib * MIB + MIB / 2,
+            rss: 2 * mib * MIB,
+            swap: 0,
+            cgroup: 3 * mib * MIB,
+        }
+    }
+
+    #[test]
+    fn instances_table_columns() {
+        let list = vec![InstanceView {
+            id: "i-7f3a".into(),
+            action: "guest/hello".into(),
+            kind: "python:3".into(),
+            state: InstanceState::Frozen,
+            pids: vec![4242, 4243],
+            age_ms: 185_000,
+            idle_ms: Some(2_500),
+            invocations: 17,
+            in_flight: 0,
+            memory_limit: 256 * MIB,
+            memory: stats(9),
+            charged: 9 * MIB,
+            measured_at_ms: 0,
+        }];
+        assert_eq!(
+            instances_table(&list),
+            "ID      ACTION       STATE   PIDS         AGE  IDLE  INVOKES      USS      PSS       RSS  SWAP  CHARGED\n\
+             i-7f3a  guest/hello  frozen  4242,4243  3m05s  2.5s       17  9.0 MiB  9.5 MiB  18.0 MiB     0  9.0 MiB\n"
+        );
+    }
+
+    #[test]
+    fn instances_from_daemon_json() {
+        // The node API's wire format, as docs/api/openapi.yaml specifies it.
+        let body = serde_json::json!([{
+            "id": "i-1", "action": "guest/a", "kind": "nodejs:20", "state": "running", "pids": [],
+            "age_ms": 10, "idle_ms": null, "invocations": 1, "in_flight": 1, "memory_limit": 268435456,
+            "memory": {"uss": 0, "pss": 0, "rss": 0, "swap": 0, "cgroup": 0}, "charged": 0, "measured_at_ms": 5
+        }]);
+        let list: Vec<InstanceView> = typed(body, "instances").unwrap();
+        let table = instances_table(&list);
+        assert!(
+            table
+                .lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("i-1  guest/a  running  -     10ms     -"),
+            "{table}"
+        );
+        assert!(matches!(
+            typed::<Vec<InstanceView>>(serde_json::json!([{"id": 1}]), "instances"),
+            Err(CliError::Failed(_))
+        ));
+    }
+
+    #[test]
+    fn memory_report_in_lifecycle_order() {
+        let mut by_state = BTreeMap::new();
+        by_state.insert(
+            "idle".to_string(),
+            StateMemory {
+                instances: 1,
+                memory: stats(10),
+            },
+        );
+        by_state.insert(
+            "frozen".to_string(),
+            StateMemory {
+                instances: 2,
+                memory: stats(20),
+            },
+        );
+        let view = MemoryView {
+            budget: 2048 * MIB,
+            charge_mode: ChargeMode::Uss,
+            charged: 30 * MIB,
+            by_state,
+            total: stats(30),
+            max_instances: 0,
+        };
+        assert_eq!(
+            memory_report(&view),
+            "budget         2.00 GiB (idle and frozen instances, charged by uss)\n\
+             charged        30.0 MiB (1.5% of the budget)\n\
+             max instances  no limit\n\
+             \n\
+             STATE   INSTANCES       USS       PSS       RSS  SWAP    CGROUP\n\
+             idle            1  10.0 MiB  10.5 MiB  20.0 MiB     0  30.0 MiB\n\
+             frozen          2  20.0 MiB  20.5 MiB  40.0 MiB     0  60.0 MiB\n\
+             total           3  30.0 MiB  30.5 MiB  60.0 MiB     0  90.0 MiB\n"
+        );
+    }
+
+    #[test]
+    fn health_says_when_unisolated() {
+        let h = Health {
+            status: "ok".into(),
+            version: "0.1.0".into(),
+            uptime_s: 192,
+            isolation: "none".into(),
+            cgroup: "none".into(),
+            instances: 5,
+        };
+        let line = health_line(&h, "http://127.0.0.1:8740");
+        assert!(
+            line.starts_with(
+                "iceboxd 0.1.0 at http://127.0.0.1:8740: ok · up 3m12s · NO isolation"
+            ),
+            "{line}"
+        );
+    }
+}

@@ -1,0 +1,40 @@
+//! Lifecycle events: every instance transition, with a timestamp and (where relevant) memory.
+//! Metrics, the event stream, the bench harness and the policies all consume these.
+
+use crate::memory::MemoryStats;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// Sandbox created, runtime process starting.
+    Created,
+    /// The runtime answers on its socket (FaaSMem's first time barrier: before /init).
+    RuntimeReady,
+    /// /init finished (FaaSMem's second barrier: before the first /run).
+    InitDone,
+    InitFailed,
+    RunStart,
+    RunEnd,
+    Idle,
+    Frozen,
+    Thawed,
+    Evicted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LifecycleEvent {
+    /// Monotonic sequence number, the `since` cursor of the event stream.
+    pub seq: u64,
+    /// Wall-clock time, ms since the Unix epoch.
+    pub time_ms: u64,
+    pub instance: String,
+    /// `namespace/name` of the action.
+    pub action: String,
+    pub kind: EventKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryStats>,
+    /// Free-form detail: eviction reason, activation id, duration of a freeze…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}

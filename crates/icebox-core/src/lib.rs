@@ -1,0 +1,14 @@
+//! Plain data types shared by every icebox crate. No I/O lives here.
+
+pub mod action;
+pub mod activation;
+pub mod api;
+pub mod event;
+pub mod instance;
+pub mod memory;
+
+pub use action::{ActionLimits, ActionSpec, Exec, KeyValue, LimitError};
+pub use activation::{ActivationRecord, ActivationResponse, ActivationStatus};
+pub use event::{EventKind, LifecycleEvent};
+pub use instance::{InstanceId, InstanceState};
+pub use memory::{ChargeMode, MemoryStats};

@@ -1,0 +1,17 @@
+//! Pure policy decisions for icebox: which idle instances to freeze, evict, or reuse.
+//!
+//! Nothing here does I/O, spawns threads or reads the system clock: time is passed in as
+//! [`Millis`] from an injected [`Clock`]. The daemon and the cluster simulator link the same
+//! code, so every decision is deterministic — ties are broken by instance id, never by the
+//! order of the input slice.
+
+pub mod clock;
+pub mod keepalive;
+pub mod pool;
+
+#[cfg(test)]
+mod testutil;
+
+pub use clock::{Clock, ManualClock, Millis, MonotonicClock};
+pub use keepalive::{Admission, ConfigError, EvictionReason, KeepAliveConfig, KeepAlivePolicy};
+pub use pool::{lru_order, total_charge, PoolEntry};

@@ -1,0 +1,135 @@
+//! HTTP/1.1 client for an action proxy's UNIX socket, with connection reuse: the warm path
+//! must not pay a connect + handshake per activation.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::net::UnixStream;
+
+/// Largest response accepted from a runtime (OpenWhisk caps results far lower; this only
+/// protects the daemon).
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot connect to the runtime: {0}")]
+    Connect(std::io::Error),
+    /// The connection broke mid-request: usually the runtime died.
+    #[error("the runtime closed the connection: {0}")]
+    Transport(String),
+    #[error("the runtime's response exceeds {MAX_RESPONSE_BYTES} bytes")]
+    TooLarge,
+}
+
+#[derive(Debug, Clone)]
+pub struct RuntimeReply {
+    pub status: u16,
+    pub body: Bytes,
+}
+
+impl RuntimeReply {
+    pub fn json(&self) -> Option<serde_json::Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+}
+
+pub struct RuntimeClient {
+    socket: PathBuf,
+    idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
+}
+
+impl RuntimeClient {
+    pub fn new(socket: impl Into<PathBuf>) -> Self {
+        RuntimeClient { socket: socket.into(), idle: Mutex::new(Vec::new()) }
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Poll until the socket accepts a connection (kept for the first request).
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            if let Ok(sender) = self.connect().await {
+                self.idle.lock().unwrap().push(sender);
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, RuntimeError> {
+        let stream = UnixStream::connect(&self.socket).await.map_err(RuntimeError::Connect)?;
+        let (sender, conn) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| RuntimeError::Transport(e.to_string()))?;
+        tokio::spawn(async move {
+            // Ends when either side closes; errors are seen by the request that was in flight.
+            let _ = conn.await;
+        });
+        Ok(sender)
+    }
+
+    async fn sender(&self) -> Result<SendRequest<Full<Bytes>>, RuntimeError> {
+        loop {
+            let reused = self.idle.lock().unwrap().pop();
+            match reused {
+                Some(s) if !s.is_closed() => return Ok(s),
+                Some(_) => continue,
+                None => return self.connect().await,
+            }
+        }
+    }
+
+    pub async fn request(&self, method: Method, path: &str, body: Bytes) -> Result<RuntimeReply, RuntimeError> {
+        let mut sender = self.sender().await?;
+        sender.ready().await.map_err(|e| RuntimeError::Transport(e.to_string()))?;
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "runtime")
+            .header("content-type", "application/json")
+            .body(Full::new(body))
+            .expect("static request parts are valid");
+        let resp = sender.send_request(req).await.map_err(|e| RuntimeError::Transport(e.to_string()))?;
+        let status = resp.status().as_u16();
+        let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                    RuntimeError::TooLarge
+                } else {
+                    RuntimeError::Transport(e.to_string())
+                }
+            })?
+            .to_bytes();
+        self.idle.lock().unwrap().push(sender);
+        Ok(RuntimeReply { status, body })
+    }
+
+    pub async fn post_json(&self, path: &str, body: &serde_json::Value) -> Result<RuntimeReply, RuntimeError> {
+        let bytes = Bytes::from(serde_json::to_vec(body).expect("JSON values serialize"));
+        self.request(Method::POST, path, bytes).await
+    }
+
+    pub async fn get(&self, path: &str) -> Result<RuntimeReply, RuntimeError> {
+        self.request(Method::GET, path, Bytes::new()).await
+    }
+
+    /// Drop pooled connections (before freezing for a long time, or on destroy).
+    pub fn close_idle(&self) {
+        self.idle.lock().unwrap().clear();
+    }
+}

@@ -1,0 +1,16 @@
+//! Instance sandboxes. The invoker sees only [`SandboxBackend`] and [`Sandbox`]; the process
+//! backend implements them with crun + cgroups today, and a VM backend (one instance per
+//! microVM, or N:1 VMs with one memory partition per instance) fits the same interface later:
+//! a sandbox is "something that runs one action proxy and exposes its UNIX socket".
+
+pub mod cgroup;
+pub mod client;
+pub mod logs;
+pub mod manifest;
+pub mod process;
+mod sandbox;
+
+pub use client::{RuntimeClient, RuntimeError, RuntimeReply};
+pub use logs::{LogCollector, SENTINEL};
+pub use manifest::{RuntimeManifest, Runtimes};
+pub use sandbox::{ExitCause, InstanceSpec, Sandbox, SandboxBackend, SandboxError};

@@ -1,0 +1,113 @@
+//! Runtime kinds, read from `runtimes/<lang>/runtime.json`: how to launch each action proxy.
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RuntimeManifest {
+    pub kind: String,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// argv; `{runtime_dir}` stands for wherever the runtime directory is visible to it.
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Host directory of this runtime (filled in when loading).
+    #[serde(skip)]
+    pub dir: PathBuf,
+}
+
+impl RuntimeManifest {
+    /// argv with `{runtime_dir}` replaced by `runtime_dir`.
+    pub fn argv(&self, runtime_dir: &str) -> Vec<String> {
+        self.command.iter().map(|a| a.replace("{runtime_dir}", runtime_dir)).collect()
+    }
+
+    pub fn language(&self) -> &str {
+        self.kind.split(':').next().unwrap_or(&self.kind)
+    }
+}
+
+/// All known kinds, with aliases resolved.
+#[derive(Debug, Clone, Default)]
+pub struct Runtimes {
+    by_kind: BTreeMap<String, RuntimeManifest>,
+    aliases: BTreeMap<String, String>,
+}
+
+impl Runtimes {
+    /// Load every `*/runtime.json` under `dir`.
+    pub fn load(dir: &Path) -> anyhow::Result<Runtimes> {
+        let mut runtimes = Runtimes::default();
+        let entries = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot read the runtimes directory {}", dir.display()))?;
+        for entry in entries {
+            let sub = entry?.path();
+            let file = sub.join("runtime.json");
+            if !file.is_file() {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file)?;
+            let mut m: RuntimeManifest = serde_json::from_str(&text)
+                .with_context(|| format!("invalid runtime manifest {}", file.display()))?;
+            if m.command.is_empty() {
+                bail!("{}: empty command", file.display());
+            }
+            m.dir = sub.canonicalize()?;
+            runtimes.insert(m);
+        }
+        if runtimes.by_kind.is_empty() {
+            bail!("no runtime.json found under {}", dir.display());
+        }
+        Ok(runtimes)
+    }
+
+    pub fn insert(&mut self, m: RuntimeManifest) {
+        for alias in &m.aliases {
+            self.aliases.insert(alias.clone(), m.kind.clone());
+        }
+        self.by_kind.insert(m.kind.clone(), m);
+    }
+
+    /// The canonical kind for a kind or alias.
+    pub fn resolve(&self, kind: &str) -> Option<&RuntimeManifest> {
+        let canonical = self.aliases.get(kind).map(String::as_str).unwrap_or(kind);
+        self.by_kind.get(canonical)
+    }
+
+    pub fn kinds(&self) -> Vec<String> {
+        self.by_kind.keys().chain(self.aliases.keys()).cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loads_manifests_and_resolves_aliases() {
+        let dir = tempfile::tempdir().unwrap();
+        let py = dir.path().join("python");
+        std::fs::create_dir(&py).unwrap();
+        std::fs::write(
+            py.join("runtime.json"),
+            r#"{"kind":"python:3","aliases":["python:default"],"command":["/usr/bin/python3","{runtime_dir}/proxy.py"]}"#,
+        )
+        .unwrap();
+        std::fs::create_dir(dir.path().join("empty")).unwrap();
+        let rt = Runtimes::load(dir.path()).unwrap();
+        let m = rt.resolve("python:default").unwrap();
+        assert_eq!(m.kind, "python:3");
+        assert_eq!(m.argv("/opt/r"), vec!["/usr/bin/python3", "/opt/r/proxy.py"]);
+        assert_eq!(m.language(), "python");
+        assert!(rt.resolve("ruby:3").is_none());
+    }
+
+    #[test]
+    fn empty_dir_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(Runtimes::load(dir.path()).is_err());
+    }
+}

@@ -1,0 +1,306 @@
+//! The process backend: one instance = one action proxy process tree, isolated by crun
+//! (namespaces, no capabilities, seccomp) in a cgroup icebox creates and owns, or — when the
+//! daemon is not root — a bare process group frozen with SIGSTOP.
+
+mod crun;
+mod oci;
+mod pidfd;
+mod sandbox;
+
+pub use self::crun::Crun;
+pub use self::oci::{SANDBOX_GID, SANDBOX_UID};
+pub use self::sandbox::ProcessSandbox;
+
+use self::sandbox::Isolation;
+use crate::cgroup::{CgroupLimits, CgroupRoot, CgroupVersion};
+use crate::client::RuntimeClient;
+use crate::logs::LogCollector;
+use crate::sandbox::{InstanceSpec, Sandbox, SandboxBackend, SandboxError};
+use anyhow::Context;
+use async_trait::async_trait;
+use std::ffi::CString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a runtime may take from exec to accepting on its socket (JVMs under load are slow).
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsolationMode {
+    /// crun when root and crun is installed, else none.
+    Auto,
+    Crun,
+    None,
+}
+
+impl std::str::FromStr for IsolationMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(IsolationMode::Auto),
+            "crun" => Ok(IsolationMode::Crun),
+            "none" => Ok(IsolationMode::None),
+            other => Err(format!("unknown isolation '{other}' (expected auto, crun or none)")),
+        }
+    }
+}
+
+pub struct ProcessBackend {
+    instances_dir: PathBuf,
+    rootfs: PathBuf,
+    /// Parent cgroup of every instance of this daemon, e.g. `icebox-1a2b3c4d`.
+    cgroup_parent: String,
+    cgroups: Option<CgroupRoot>,
+    crun: Option<Crun>,
+}
+
+impl ProcessBackend {
+    /// `tag` distinguishes daemons (one per state dir) on one host, so start-up cleanup only
+    /// ever touches this daemon's leftovers.
+    pub fn new(state_dir: &Path, tag: &str, mode: IsolationMode) -> anyhow::Result<ProcessBackend> {
+        let is_root = unsafe { libc::geteuid() } == 0;
+        let crun_bin = Crun::find();
+        let use_crun = match mode {
+            IsolationMode::None => false,
+            IsolationMode::Crun => {
+                anyhow::ensure!(is_root, "--isolation crun needs root (namespaces and cgroups)");
+                anyhow::ensure!(crun_bin.is_some(), "--isolation crun: crun is not installed (apt-get install crun)");
+                true
+            }
+            IsolationMode::Auto => is_root && crun_bin.is_some(),
+        };
+        let cgroups = if use_crun {
+            Some(CgroupRoot::detect()?.context("running as root but no writable cgroup hierarchy was found")?)
+        } else {
+            None
+        };
+        let instances_dir = state_dir.join("instances");
+        let rootfs = state_dir.join("rootfs");
+        std::fs::create_dir_all(&instances_dir)?;
+        let crun = if use_crun {
+            oci::prepare_rootfs(&rootfs)?;
+            let root = state_dir.join("crun");
+            std::fs::create_dir_all(&root)?;
+            let hybrid = cgroups.as_ref().is_some_and(|c| c.is_hybrid());
+            Some(Crun {
+                binary: crun_bin.expect("checked above"),
+                root,
+                hide_cgroup2: hybrid.then(|| CString::new("/sys/fs/cgroup/unified").unwrap()),
+            })
+        } else {
+            None
+        };
+        Ok(ProcessBackend { instances_dir, rootfs, cgroup_parent: format!("icebox-{tag}"), cgroups, crun })
+    }
+
+    pub fn isolated(&self) -> bool {
+        self.crun.is_some()
+    }
+
+    fn instance_dir(&self, id: &str) -> PathBuf {
+        self.instances_dir.join(id)
+    }
+
+    async fn start_crun(&self, spec: &InstanceSpec, crun: &Crun, dir: &Path) -> Result<Arc<dyn Sandbox>, SandboxError> {
+        let cgroups = self.cgroups.as_ref().expect("crun implies cgroups");
+        let limits = CgroupLimits {
+            memory_bytes: Some(spec.memory_limit_bytes),
+            pids_max: Some(spec.pids_max),
+            cpu_weight: None,
+        };
+        let cgroup = cgroups.create(&format!("{}/{}", self.cgroup_parent, spec.id), &limits)?;
+
+        let socket_dir = dir.join("sock");
+        std::fs::create_dir_all(&socket_dir)?;
+        std::os::unix::fs::chown(&socket_dir, Some(SANDBOX_UID), Some(SANDBOX_GID))?;
+        std::fs::set_permissions(&socket_dir, std::fs::Permissions::from_mode(0o700))?;
+        let bundle = dir.join("bundle");
+        std::fs::create_dir_all(&bundle)?;
+        let config = oci::config(spec, &self.rootfs.to_string_lossy(), &socket_dir.to_string_lossy());
+        std::fs::write(bundle.join("config.json"), serde_json::to_vec(&config).map_err(anyhow::Error::from)?)?;
+
+        let (out_rx, out_tx) = pipe()?;
+        let (err_rx, err_tx) = pipe()?;
+        let pid_file = dir.join("pid");
+        let log_file = dir.join("crun.log");
+        let log_arg = format!("--log=file:{}", log_file.display());
+        let mut cmd = crun.command(
+            &[
+                &log_arg,
+                "run",
+                "--detach",
+                "--bundle",
+                &bundle.to_string_lossy(),
+                "--pid-file",
+                &pid_file.to_string_lossy(),
+                &spec.id,
+            ],
+            cgroup.procs_files(),
+        );
+        cmd.stdin(Stdio::null()).stdout(out_tx).stderr(err_tx);
+        let status = cmd.status().await?;
+        if !status.success() {
+            let why = std::fs::read_to_string(&log_file).unwrap_or_default();
+            let _ = cgroup.remove();
+            return Err(SandboxError::StartFailed(format!("crun run failed ({status}): {}", why.trim())));
+        }
+        let pid: u32 = std::fs::read_to_string(&pid_file)?
+            .trim()
+            .parse()
+            .map_err(|e| SandboxError::StartFailed(format!("bad crun pid file: {e}")))?;
+        let exit_fd = pidfd::open(pid)?;
+
+        let sandbox = ProcessSandbox::new(
+            spec.id.clone(),
+            dir.to_path_buf(),
+            RuntimeClient::new(socket_dir.join("proxy.sock")),
+            Arc::new(LogCollector::new()),
+            pid,
+            Isolation::Crun { cgroup, crun: crun.clone() },
+        );
+        sandbox.watch(out_rx, err_rx, sandbox::ExitWatch::Pidfd(exit_fd));
+        Ok(sandbox)
+    }
+
+    async fn start_direct(&self, spec: &InstanceSpec, dir: &Path) -> Result<Arc<dyn Sandbox>, SandboxError> {
+        let tmp = dir.join("tmp");
+        std::fs::create_dir_all(&tmp)?;
+        let socket = dir.join("proxy.sock");
+        let argv = spec.runtime.argv(&spec.runtime.dir.to_string_lossy());
+        let mut cmd = tokio::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .current_dir(&tmp)
+            .env("ICEBOX_PROXY_SOCKET", &socket)
+            .env("ICEBOX_CONCURRENCY", spec.concurrency.to_string())
+            .env("TMPDIR", &tmp)
+            .env("HOME", &tmp)
+            .envs(spec.runtime.env.iter())
+            .envs(spec.env.iter().cloned())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(false);
+        let mut child = cmd.spawn().map_err(|e| SandboxError::StartFailed(format!("cannot exec {}: {e}", argv[0])))?;
+        let pid = child.id().unwrap_or(0);
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let sandbox = ProcessSandbox::new(
+            spec.id.clone(),
+            dir.to_path_buf(),
+            RuntimeClient::new(socket),
+            Arc::new(LogCollector::new()),
+            pid,
+            Isolation::ProcessGroup { pgid: pid as i32 },
+        );
+        sandbox.watch_child(stdout, stderr, child);
+        Ok(sandbox)
+    }
+}
+
+/// A pipe whose read end is async (the daemon's) and whose write end becomes a child's stdio.
+fn pipe() -> std::io::Result<(tokio::net::unix::pipe::Receiver, Stdio)> {
+    let (rx, tx) = std::io::pipe()?;
+    let rx = tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(rx))?;
+    Ok((rx, Stdio::from(tx)))
+}
+
+#[async_trait]
+impl SandboxBackend for ProcessBackend {
+    fn name(&self) -> &'static str {
+        if self.crun.is_some() {
+            "crun"
+        } else {
+            "none"
+        }
+    }
+
+    fn cgroup_version(&self) -> &'static str {
+        match self.cgroups.as_ref().map(|c| c.version()) {
+            Some(CgroupVersion::V1) => "v1",
+            Some(CgroupVersion::V2) => "v2",
+            None => "none",
+        }
+    }
+
+    async fn start(&self, spec: InstanceSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
+        let dir = self.instance_dir(&spec.id);
+        std::fs::create_dir_all(&dir)?;
+        let started = match &self.crun {
+            Some(crun) => self.start_crun(&spec, crun, &dir).await,
+            None => self.start_direct(&spec, &dir).await,
+        };
+        let sandbox = match started {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        let ready = tokio::select! {
+            ready = sandbox.client().wait_ready(START_TIMEOUT) => ready,
+            _ = sandbox.exited() => false,
+        };
+        if !ready {
+            let output = sandbox.logs().take().join("\n");
+            let died = sandbox.exit_cause().is_some();
+            sandbox.destroy().await;
+            return Err(if died {
+                SandboxError::StartFailed(format!("the runtime exited before it was ready. Output:\n{output}"))
+            } else {
+                SandboxError::StartTimeout(START_TIMEOUT.as_millis() as u64)
+            });
+        }
+        Ok(sandbox)
+    }
+
+    async fn cleanup_orphans(&self) -> anyhow::Result<usize> {
+        let mut ids: std::collections::BTreeSet<String> = std::fs::read_dir(&self.instances_dir)?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        if let Some(cgroups) = &self.cgroups {
+            ids.extend(cgroups.children(&self.cgroup_parent));
+        }
+        for id in &ids {
+            if let Some(cgroups) = &self.cgroups {
+                let cg = cgroups.open(&format!("{}/{}", self.cgroup_parent, id));
+                if let Err(e) = cg.remove() {
+                    tracing::warn!(instance = %id, "cannot remove orphaned cgroup: {e}");
+                }
+            } else {
+                kill_orphan_process_group(&self.instance_dir(id));
+            }
+            if let Some(crun) = &self.crun {
+                sandbox::crun_delete(crun, id).await;
+            }
+            let _ = std::fs::remove_dir_all(self.instance_dir(id));
+        }
+        Ok(ids.len())
+    }
+
+    async fn shutdown(&self) {
+        if let Some(cgroups) = &self.cgroups {
+            let _ = cgroups.open(&self.cgroup_parent).remove();
+        }
+    }
+}
+
+/// Without cgroups an orphan is found through the process group id its sandbox recorded; the
+/// group leader's environment must still name this instance's socket, so a recycled pid is
+/// never killed by mistake.
+fn kill_orphan_process_group(dir: &Path) {
+    let Some(pgid) = std::fs::read_to_string(dir.join("pgid")).ok().and_then(|t| t.trim().parse::<i32>().ok()) else {
+        return;
+    };
+    let marker = format!("ICEBOX_PROXY_SOCKET={}", dir.join("proxy.sock").display());
+    let environ = std::fs::read(format!("/proc/{pgid}/environ")).unwrap_or_default();
+    let ours = environ.split(|b| *b == 0).any(|var| var == marker.as_bytes());
+    if pgid > 1 && ours {
+        // SAFETY: signalling a process group this daemon created in an earlier run.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    }
+}

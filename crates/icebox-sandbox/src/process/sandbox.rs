@@ -1,0 +1,239 @@
+//! One running instance of the process backend.
+
+use super::crun::Crun;
+use super::pidfd;
+use crate::cgroup::Cgroup;
+use crate::client::RuntimeClient;
+use crate::logs::LogCollector;
+use crate::sandbox::{ExitCause, Sandbox};
+use async_trait::async_trait;
+use icebox_core::MemoryStats;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use tokio::io::AsyncRead;
+use tokio::sync::Notify;
+
+pub(super) enum Isolation {
+    Crun { cgroup: Cgroup, crun: Crun },
+    /// Unprivileged fallback: the runtime leads its own process group.
+    ProcessGroup { pgid: i32 },
+}
+
+pub(super) enum ExitWatch {
+    Pidfd(OwnedFd),
+}
+
+pub struct ProcessSandbox {
+    id: String,
+    dir: PathBuf,
+    client: RuntimeClient,
+    logs: Arc<LogCollector>,
+    main_pid: u32,
+    isolation: Isolation,
+    exit_cause: OnceLock<ExitCause>,
+    exit_notify: Notify,
+    destroyed: AtomicBool,
+}
+
+impl ProcessSandbox {
+    pub(super) fn new(
+        id: String,
+        dir: PathBuf,
+        client: RuntimeClient,
+        logs: Arc<LogCollector>,
+        main_pid: u32,
+        isolation: Isolation,
+    ) -> Arc<ProcessSandbox> {
+        if let Isolation::ProcessGroup { pgid } = &isolation {
+            // Lets a restarted daemon find (and kill) this group if we crash.
+            let _ = std::fs::write(dir.join("pgid"), pgid.to_string());
+        }
+        Arc::new(ProcessSandbox {
+            id,
+            dir,
+            client,
+            logs,
+            main_pid,
+            isolation,
+            exit_cause: OnceLock::new(),
+            exit_notify: Notify::new(),
+            destroyed: AtomicBool::new(false),
+        })
+    }
+
+    fn spawn_log_pumps<O, E>(self: &Arc<Self>, stdout: O, stderr: E)
+    where
+        O: AsyncRead + Unpin + Send + 'static,
+        E: AsyncRead + Unpin + Send + 'static,
+    {
+        let logs = self.logs.clone();
+        tokio::spawn(async move { logs.pump(stdout, 0).await });
+        let logs = self.logs.clone();
+        tokio::spawn(async move { logs.pump(stderr, 1).await });
+    }
+
+    pub(super) fn watch<O, E>(self: &Arc<Self>, stdout: O, stderr: E, exit: ExitWatch)
+    where
+        O: AsyncRead + Unpin + Send + 'static,
+        E: AsyncRead + Unpin + Send + 'static,
+    {
+        self.spawn_log_pumps(stdout, stderr);
+        let me = Arc::downgrade(self);
+        let ExitWatch::Pidfd(fd) = exit;
+        tokio::spawn(async move {
+            pidfd::wait_exit(fd).await;
+            if let Some(me) = me.upgrade() {
+                me.mark_exited();
+            }
+        });
+    }
+
+    pub(super) fn watch_child<O, E>(self: &Arc<Self>, stdout: O, stderr: E, mut child: tokio::process::Child)
+    where
+        O: AsyncRead + Unpin + Send + 'static,
+        E: AsyncRead + Unpin + Send + 'static,
+    {
+        self.spawn_log_pumps(stdout, stderr);
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+            if let Some(me) = me.upgrade() {
+                me.mark_exited();
+            }
+        });
+    }
+
+    fn mark_exited(&self) {
+        let cause = match &self.isolation {
+            Isolation::Crun { cgroup, .. } if cgroup.oom_kills() > 0 => ExitCause::OutOfMemory,
+            Isolation::Crun { cgroup, .. } if cgroup.pids_max_events() > 0 => ExitCause::PidsLimit,
+            _ => ExitCause::Exited,
+        };
+        let _ = self.exit_cause.set(cause);
+        self.exit_notify.notify_waiters();
+    }
+
+    fn signal_group(&self, signal: i32) -> std::io::Result<()> {
+        if let Isolation::ProcessGroup { pgid } = &self.isolation {
+            // SAFETY: signalling the process group this sandbox created.
+            if unsafe { libc::kill(-*pgid, signal) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Sandbox for ProcessSandbox {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn client(&self) -> &RuntimeClient {
+        &self.client
+    }
+
+    fn logs(&self) -> &Arc<LogCollector> {
+        &self.logs
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        match &self.isolation {
+            Isolation::Crun { cgroup, .. } => cgroup.pids(),
+            Isolation::ProcessGroup { pgid } => process_group_members(*pgid),
+        }
+    }
+
+    fn memory(&self) -> MemoryStats {
+        let mut stats = icebox_mem::measure_pids(&self.pids());
+        if let Isolation::Crun { cgroup, .. } = &self.isolation {
+            stats.cgroup = cgroup.memory_usage().unwrap_or(0);
+        }
+        stats
+    }
+
+    fn freeze(&self) -> std::io::Result<()> {
+        match &self.isolation {
+            Isolation::Crun { cgroup, .. } => cgroup.freeze(),
+            Isolation::ProcessGroup { .. } => self.signal_group(libc::SIGSTOP),
+        }
+    }
+
+    fn thaw(&self) -> std::io::Result<()> {
+        match &self.isolation {
+            Isolation::Crun { cgroup, .. } => cgroup.thaw(),
+            Isolation::ProcessGroup { .. } => self.signal_group(libc::SIGCONT),
+        }
+    }
+
+    async fn exited(&self) {
+        loop {
+            let notified = self.exit_notify.notified();
+            if self.exit_cause.get().is_some() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn exit_cause(&self) -> Option<ExitCause> {
+        self.exit_cause.get().copied()
+    }
+
+    async fn destroy(&self) {
+        if self.destroyed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.client.close_idle();
+        match &self.isolation {
+            Isolation::Crun { cgroup, crun } => {
+                if let Err(e) = cgroup.remove() {
+                    tracing::warn!(instance = %self.id, "cannot remove cgroup: {e}");
+                }
+                crun_delete(crun, &self.id).await;
+            }
+            Isolation::ProcessGroup { .. } => {
+                let _ = self.signal_group(libc::SIGKILL);
+                // A stopped group must be continued for the SIGKILL to be delivered promptly.
+                let _ = self.signal_group(libc::SIGCONT);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        tracing::debug!(instance = %self.id, pid = self.main_pid, "sandbox destroyed");
+    }
+}
+
+/// Remove crun's record of a container whose processes are already gone.
+pub(super) async fn crun_delete(crun: &Crun, id: &str) {
+    let status = crun
+        .command(&["delete", "--force", id], Vec::new())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .await;
+    if !matches!(status, Ok(s) if s.success()) {
+        // crun forgets nothing else of ours: its state is this directory.
+        let _ = std::fs::remove_dir_all(crun.state_of(id));
+    }
+}
+
+/// PIDs whose process group is `pgid` (a scan of /proc: only used without cgroups).
+fn process_group_members(pgid: i32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    // Fields after the parenthesised command: state ppid pgrp …
+                    let rest = &s[s.rfind(')')? + 2..];
+                    rest.split_whitespace().nth(2)?.parse::<i32>().ok()
+                })
+                == Some(pgid)
+        })
+        .collect()
+}

@@ -1,0 +1,85 @@
+use crate::client::RuntimeClient;
+use crate::logs::LogCollector;
+use crate::manifest::RuntimeManifest;
+use async_trait::async_trait;
+use icebox_core::MemoryStats;
+use std::sync::Arc;
+
+/// Everything a backend needs to start one instance.
+#[derive(Debug, Clone)]
+pub struct InstanceSpec {
+    pub id: String,
+    /// `namespace/name`, for logs and labels only.
+    pub action: String,
+    pub runtime: RuntimeManifest,
+    pub memory_limit_bytes: u64,
+    pub pids_max: u64,
+    /// Size of the instance's private /tmp.
+    pub tmp_bytes: u64,
+    pub concurrency: u32,
+    /// Share the host network (only when the action asks for it).
+    pub network: bool,
+    /// Extra environment for the runtime process.
+    pub env: Vec<(String, String)>,
+}
+
+/// Why an instance's runtime is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCause {
+    /// The kernel OOM-killed a process of the instance (memory limit exceeded).
+    OutOfMemory,
+    /// The instance hit its pids limit (fork bomb) before dying.
+    PidsLimit,
+    /// The runtime exited by itself or was killed from outside.
+    Exited,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("runtime did not become ready within {0} ms")]
+    StartTimeout(u64),
+    #[error("runtime exited during start-up: {0}")]
+    StartFailed(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Other(#[from] anyhow::Error),
+}
+
+/// One running action proxy. Implementations must make `freeze`/`thaw` cheap (they sit on
+/// the warm path) and `destroy` idempotent.
+#[async_trait]
+pub trait Sandbox: Send + Sync {
+    fn id(&self) -> &str;
+    /// HTTP client for the proxy's UNIX socket.
+    fn client(&self) -> &RuntimeClient;
+    /// Output of the runtime, split per activation by the sentinel line.
+    fn logs(&self) -> &Arc<LogCollector>;
+    /// Host PIDs of every process of the instance.
+    fn pids(&self) -> Vec<u32>;
+    /// Measured memory of all the instance's processes (plus its cgroup counter if any).
+    fn memory(&self) -> MemoryStats;
+    fn freeze(&self) -> std::io::Result<()>;
+    fn thaw(&self) -> std::io::Result<()>;
+    /// Resolves when the runtime process has exited.
+    async fn exited(&self);
+    /// Set once the runtime exited: why.
+    fn exit_cause(&self) -> Option<ExitCause>;
+    /// Kill every process and release every resource; safe to call more than once.
+    async fn destroy(&self);
+}
+
+#[async_trait]
+pub trait SandboxBackend: Send + Sync {
+    /// `crun`, `none`, later `vm`.
+    fn name(&self) -> &'static str;
+    /// `v1`, `v2` or `none`.
+    fn cgroup_version(&self) -> &'static str;
+    /// Start the runtime and return once its socket accepts connections.
+    async fn start(&self, spec: InstanceSpec) -> Result<Arc<dyn Sandbox>, SandboxError>;
+    /// Remove everything a previous run of this daemon (same state dir) left behind:
+    /// processes, cgroups, instance directories. Returns how many instances were cleaned.
+    async fn cleanup_orphans(&self) -> anyhow::Result<usize>;
+    /// Remove the backend's own top-level resources at shutdown (after all instances).
+    async fn shutdown(&self);
+}

@@ -1,0 +1,314 @@
+//! /api/v1/namespaces/{ns}/actions[/{name}]: deploy, read, delete and invoke actions.
+
+use super::{archive, resolve_namespace, ApiError};
+use crate::invoker::{self, Invocation};
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine;
+use icebox_core::{ActionLimits, ActionSpec, ActivationStatus, Exec, KeyValue};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::time::{Duration, Instant};
+
+/// A blocking invocation still running after this answers 202 with its id (OpenWhisk's rule).
+const BLOCKING_WAIT: Duration = Duration::from_secs(60);
+
+/// Every field may be left out on an update (`overwrite=true`): it keeps its stored value.
+#[derive(Deserialize)]
+struct PutBody {
+    #[serde(default)]
+    exec: Option<PutExec>,
+    #[serde(default)]
+    limits: PartialLimits,
+    #[serde(default)]
+    parameters: Option<Vec<KeyValue>>,
+    #[serde(default)]
+    annotations: Option<Vec<KeyValue>>,
+}
+
+#[derive(Deserialize)]
+struct PutExec {
+    kind: String,
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    binary: Option<bool>,
+    #[serde(default)]
+    main: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct PartialLimits {
+    memory: Option<u64>,
+    timeout: Option<u64>,
+    concurrency: Option<u32>,
+    logs: Option<u64>,
+}
+
+#[derive(Deserialize)]
+pub struct PutQuery {
+    #[serde(default)]
+    overwrite: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct GetQuery {
+    #[serde(default)]
+    code: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    skip: Option<usize>,
+}
+
+#[derive(Deserialize)]
+pub struct InvokeQuery {
+    #[serde(default)]
+    blocking: Option<String>,
+    #[serde(default)]
+    result: Option<String>,
+}
+
+fn truthy(v: &Option<String>) -> bool {
+    matches!(v.as_deref(), Some("true") | Some("1") | Some("yes"))
+}
+
+/// The action as OpenWhisk returns it; listings omit the code.
+pub fn action_json(spec: &ActionSpec, with_code: bool) -> Value {
+    let mut exec = json!({"kind": spec.exec.kind, "binary": spec.exec.binary});
+    if let Some(main) = &spec.exec.main {
+        exec["main"] = json!(main);
+    }
+    if with_code {
+        exec["code"] = json!(spec.exec.code);
+    }
+    let mut annotations = spec.annotations.clone();
+    if !annotations.iter().any(|kv| kv.key == "exec") {
+        annotations.push(KeyValue { key: "exec".into(), value: json!(spec.exec.kind.split(':').next().unwrap_or("")) });
+    }
+    json!({
+        "namespace": spec.namespace,
+        "name": spec.name,
+        "version": spec.version,
+        "publish": false,
+        "exec": exec,
+        "limits": spec.limits,
+        "parameters": spec.parameters,
+        "annotations": annotations,
+        "updated": spec.updated,
+    })
+}
+
+fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    let bytes = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(state.max_payload)
+        } else {
+            ApiError::bad_request(format!("cannot read the request body: {e}"))
+        }
+    })?;
+    if bytes.len() > state.max_payload {
+        return Err(ApiError::too_large(state.max_payload));
+    }
+    Ok(bytes)
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("The request content was malformed: {what}: {e}")))
+}
+
+fn check_name(name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name.len() <= 256
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.@ ".contains(c))
+        && !name.starts_with([' ', '.', '-']);
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "The action name '{name}' is not valid: use letters, digits, '_', '-', '.', '@' and spaces (not first), at most 256 characters."
+        )))
+    }
+}
+
+pub async fn put(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    Query(q): Query<PutQuery>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let namespace = resolve_namespace(&state, &namespace)?;
+    check_name(&name)?;
+    let bytes = body_bytes(&state, body)?;
+    let body: PutBody = parse_json(&bytes, "action")?;
+    let overwrite = truthy(&q.overwrite);
+    let existing = if overwrite { state.action(&namespace, &name) } else { None };
+    let exec = match (body.exec, &existing) {
+        (Some(exec), _) => validate_exec(&state, exec)?,
+        (None, Some(old)) => old.exec.clone(),
+        (None, None) => return Err(ApiError::bad_request("The action has no exec: give exec.kind and exec.code.")),
+    };
+    let base = existing.as_ref().map(|a| a.limits).unwrap_or_default();
+    let limits = ActionLimits {
+        memory: body.limits.memory.unwrap_or(base.memory),
+        timeout: body.limits.timeout.unwrap_or(base.timeout),
+        concurrency: body.limits.concurrency.unwrap_or(base.concurrency),
+        logs: body.limits.logs.unwrap_or(base.logs),
+    };
+    limits.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let spec = ActionSpec {
+        namespace: namespace.clone(),
+        name: name.clone(),
+        exec,
+        limits,
+        parameters: body.parameters.or_else(|| existing.as_ref().map(|a| a.parameters.clone())).unwrap_or_default(),
+        annotations: body.annotations.or_else(|| existing.as_ref().map(|a| a.annotations.clone())).unwrap_or_default(),
+        version: String::new(),
+        updated: 0,
+    };
+    let registry = state.registry.clone();
+    let stored = tokio::task::spawn_blocking(move || registry.put_action(spec, overwrite)).await??;
+    let fqn = stored.fqn();
+    let stored = state.cache_action(stored);
+    // Instances of the previous version must not serve the new one.
+    state.pool.retire_action(&fqn).await;
+    Ok(Json(action_json(&stored, true)).into_response())
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    Query(q): Query<GetQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let namespace = resolve_namespace(&state, &namespace)?;
+    let spec = state.action(&namespace, &name).ok_or_else(|| not_found(&namespace, &name))?;
+    let with_code = !matches!(q.code.as_deref(), Some("false") | Some("0") | Some("no"));
+    Ok(Json(action_json(&spec, with_code)))
+}
+
+pub async fn list(State(state): State<AppState>, Path(namespace): Path<String>, Query(q): Query<ListQuery>) -> Result<Json<Value>, ApiError> {
+    let namespace = resolve_namespace(&state, &namespace)?;
+    let registry = state.registry.clone();
+    let (limit, skip) = (q.limit.unwrap_or(30), q.skip.unwrap_or(0));
+    if limit > 200 {
+        return Err(ApiError::bad_request("The value of 'limit' must be at most 200."));
+    }
+    let specs = tokio::task::spawn_blocking(move || registry.list_actions(&namespace, limit, skip)).await??;
+    Ok(Json(Value::Array(specs.iter().map(|s| action_json(s, false)).collect())))
+}
+
+pub async fn delete(State(state): State<AppState>, Path((namespace, name)): Path<(String, String)>) -> Result<Json<Value>, ApiError> {
+    let namespace = resolve_namespace(&state, &namespace)?;
+    let registry = state.registry.clone();
+    let (ns, n) = (namespace.clone(), name.clone());
+    let deleted = tokio::task::spawn_blocking(move || registry.delete_action(&ns, &n)).await??;
+    let spec = deleted.ok_or_else(|| not_found(&namespace, &name))?;
+    state.forget_action(&namespace, &name);
+    state.pool.retire_action(&spec.fqn()).await;
+    Ok(Json(action_json(&spec, false)))
+}
+
+/// Checks kind, code and archive of a new `exec`, resolving kind aliases.
+fn validate_exec(state: &AppState, exec: PutExec) -> Result<Exec, ApiError> {
+    let runtime = state.pool.runtimes().resolve(&exec.kind).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "The kind '{}' is not supported; supported kinds: {}.",
+            exec.kind,
+            state.pool.runtimes().kinds().join(", ")
+        ))
+    })?;
+    let language = runtime.language().to_string();
+    let code = exec.code.unwrap_or_default();
+    if code.trim().is_empty() {
+        return Err(ApiError::bad_request("The action has no code: exec.code is empty."));
+    }
+    let binary = exec.binary.unwrap_or(false);
+    if binary {
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(code.trim())
+            .map_err(|e| ApiError::bad_request(format!("exec.binary is true but exec.code is not base64: {e}")))?;
+        let what = if language == "java" { "jar" } else { "zip" };
+        archive::validate(&raw, what).map_err(ApiError::bad_request)?;
+    } else if language == "java" {
+        return Err(ApiError::bad_request("Java actions must be a jar: set exec.binary to true and exec.code to the base64 jar."));
+    }
+    let main = exec.main.filter(|m| !m.is_empty());
+    if language == "java" && main.is_none() {
+        return Err(ApiError::bad_request("Java actions need exec.main: the class name (Class or Class#method)."));
+    }
+    Ok(Exec { kind: runtime.kind.clone(), code, binary, main })
+}
+
+fn not_found(namespace: &str, name: &str) -> ApiError {
+    ApiError::not_found(format!("The requested resource does not exist: action '{namespace}/{name}'."))
+}
+
+pub async fn invoke(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    Query(q): Query<InvokeQuery>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let arrived = Instant::now();
+    let arrived_ms = crate::now_ms();
+    let namespace = resolve_namespace(&state, &namespace)?;
+    let action = state.action(&namespace, &name).ok_or_else(|| not_found(&namespace, &name))?;
+    let bytes = body_bytes(&state, body)?;
+    let params: Map<String, Value> = if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        Map::new()
+    } else {
+        match parse_json::<Value>(&bytes, "parameters")? {
+            Value::Object(m) => m,
+            _ => return Err(ApiError::bad_request("The request content was malformed: parameters must be a JSON object.")),
+        }
+    };
+    if state.pool.saturated() {
+        state.metrics.rejected.inc();
+        return Err(ApiError::too_many(1));
+    }
+    let api_key = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .map(|_| state.key.as_basic())
+        .unwrap_or_default();
+    let activation_id = invoker::new_activation_id();
+    let inv = Invocation {
+        params: action.merged_parameters(&params),
+        action,
+        activation_id: activation_id.clone(),
+        subject: state.key.namespace.clone(),
+        api_key,
+        arrived,
+        arrived_ms,
+    };
+    let task_state = state.clone();
+    let task = tokio::spawn(async move { invoker::invoke(&task_state, inv).await });
+    if !truthy(&q.blocking) {
+        return Ok((StatusCode::ACCEPTED, Json(json!({"activationId": activation_id}))).into_response());
+    }
+    let record = match tokio::time::timeout(BLOCKING_WAIT, task).await {
+        Err(_) => return Ok((StatusCode::ACCEPTED, Json(json!({"activationId": activation_id}))).into_response()),
+        Ok(joined) => joined?,
+    };
+    if record.response.status == ActivationStatus::InternalError
+        && record.response.result["error"].as_str().is_some_and(|e| e.starts_with("too many invocations"))
+    {
+        return Err(ApiError::too_many(1));
+    }
+    let status = match record.response.status {
+        ActivationStatus::Success => StatusCode::OK,
+        ActivationStatus::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    let body = if truthy(&q.result) { record.response.result.clone() } else { serde_json::to_value(&record).unwrap_or(Value::Null) };
+    Ok((status, Json(body)).into_response())
+}

@@ -1,0 +1,74 @@
+//! /api/v1/namespaces/{ns}/activations: activation records, results and logs.
+
+use super::{resolve_namespace, ApiError};
+use crate::registry::ActivationFilter;
+use crate::state::AppState;
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use icebox_core::ActivationRecord;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    name: Option<String>,
+    limit: Option<usize>,
+    skip: Option<usize>,
+    since: Option<u64>,
+    upto: Option<u64>,
+    docs: Option<String>,
+}
+
+pub async fn list(State(state): State<AppState>, Path(namespace): Path<String>, Query(q): Query<ListQuery>) -> Result<Json<Value>, ApiError> {
+    let namespace = resolve_namespace(&state, &namespace)?;
+    if q.limit.is_some_and(|l| l > 200) {
+        return Err(ApiError::bad_request("The value of 'limit' must be at most 200."));
+    }
+    let filter = ActivationFilter {
+        // OpenWhisk clients may send a qualified name ("ns/action"): the action part filters.
+        name: q.name.map(|n| n.rsplit('/').next().unwrap_or(&n).to_string()),
+        limit: q.limit.unwrap_or(30),
+        skip: q.skip.unwrap_or(0),
+        since: q.since,
+        upto: q.upto,
+    };
+    let docs = matches!(q.docs.as_deref(), Some("true"));
+    let registry = state.registry.clone();
+    let records = tokio::task::spawn_blocking(move || registry.list_activations(&namespace, &filter)).await??;
+    let items = records
+        .into_iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+            if !docs {
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("logs");
+                    o.remove("response");
+                }
+            }
+            v
+        })
+        .collect();
+    Ok(Json(Value::Array(items)))
+}
+
+async fn fetch(state: &AppState, namespace: &str, id: &str) -> Result<ActivationRecord, ApiError> {
+    let namespace = resolve_namespace(state, namespace)?;
+    let registry = state.registry.clone();
+    let lookup = id.to_string();
+    let found = tokio::task::spawn_blocking(move || registry.get_activation(&namespace, &lookup)).await??;
+    found.ok_or_else(|| ApiError::not_found(format!("The requested resource does not exist: activation '{id}'.")))
+}
+
+pub async fn get(State(state): State<AppState>, Path((namespace, id)): Path<(String, String)>) -> Result<Json<ActivationRecord>, ApiError> {
+    Ok(Json(fetch(&state, &namespace, &id).await?))
+}
+
+pub async fn result(State(state): State<AppState>, Path((namespace, id)): Path<(String, String)>) -> Result<Json<Value>, ApiError> {
+    let record = fetch(&state, &namespace, &id).await?;
+    Ok(Json(serde_json::to_value(record.response).unwrap_or(Value::Null)))
+}
+
+pub async fn logs(State(state): State<AppState>, Path((namespace, id)): Path<(String, String)>) -> Result<Json<Value>, ApiError> {
+    let record = fetch(&state, &namespace, &id).await?;
+    Ok(Json(json!({"logs": record.logs})))
+}

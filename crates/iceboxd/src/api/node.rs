@@ -1,0 +1,73 @@
+//! The node API (/icebox/v1): health, instances, memory, lifecycle events; and /metrics.
+
+use super::ApiError;
+use crate::state::AppState;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::IntoResponse;
+use axum::Json;
+use futures::stream::{self, Stream, StreamExt};
+use icebox_core::api::{Health, InstanceView, MemoryView};
+use serde::Deserialize;
+use std::convert::Infallible;
+use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
+use tokio_stream::wrappers::BroadcastStream;
+
+pub async fn health(State(state): State<AppState>) -> Json<Health> {
+    let backend = state.pool.backend();
+    Json(Health {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        uptime_s: state.started.elapsed().as_secs(),
+        isolation: backend.name().into(),
+        cgroup: backend.cgroup_version().into(),
+        instances: state.pool.instance_count(),
+    })
+}
+
+pub async fn instances(State(state): State<AppState>) -> Json<Vec<InstanceView>> {
+    Json(state.pool.instance_views())
+}
+
+pub async fn memory(State(state): State<AppState>) -> Json<MemoryView> {
+    Json(state.pool.memory_view())
+}
+
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    state.pool.refresh_gauges();
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
+}
+
+#[derive(Deserialize)]
+pub struct EventsQuery {
+    since: Option<u64>,
+    follow: Option<bool>,
+}
+
+pub async fn events(
+    State(state): State<AppState>,
+    Query(q): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let last_id = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    // No cursor: live events only.
+    let since = q.since.or(last_id);
+    let (past, rx) = state.events.subscribe(since.unwrap_or(u64::MAX));
+    let last_replayed = past.last().map(|e| e.seq).or(since).unwrap_or(0);
+    let to_event = |e: &icebox_core::LifecycleEvent| {
+        Event::default().id(e.seq.to_string()).event("lifecycle").json_data(e).expect("events serialize")
+    };
+    let replay = stream::iter(past.iter().map(to_event).map(Ok).collect::<Vec<_>>());
+    let live = BroadcastStream::new(rx).filter_map(move |item| async move {
+        match item {
+            Ok(e) if e.seq > last_replayed => Some(Ok(to_event(&e))),
+            Ok(_) => None,
+            // A slow reader skipped events: say so, it can re-read from its cursor.
+            Err(BroadcastStreamRecvError::Lagged(n)) => Some(Ok(Event::default().event("lagged").data(n.to_string()))),
+        }
+    });
+    let follow = q.follow.unwrap_or(true);
+    let stream = if follow { replay.chain(live).boxed() } else { replay.boxed() };
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}

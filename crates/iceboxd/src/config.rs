@@ -1,0 +1,137 @@
+//! Daemon flags; every flag has an ICEBOX_* environment equivalent.
+
+use clap::Parser;
+use icebox_core::ChargeMode;
+use icebox_sandbox::process::IsolationMode;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "iceboxd", version, about = "icebox node daemon: keeps many function instances warm in little memory")]
+pub struct Config {
+    /// Address to serve the API on: HOST:PORT, or unix:PATH for a UNIX socket.
+    #[arg(long, env = "ICEBOX_LISTEN", default_value = "127.0.0.1:8740")]
+    pub listen: String,
+
+    /// Directory for the registry (SQLite), the API key and instance state.
+    #[arg(long, env = "ICEBOX_STATE_DIR", default_value = "./var")]
+    pub state_dir: PathBuf,
+
+    /// Memory budget of the keep-alive pool (idle and frozen instances), e.g. 2GiB, 512MiB.
+    #[arg(long, env = "ICEBOX_POOL_MEMORY", default_value = "2GiB", value_parser = parse_size)]
+    pub pool_memory: u64,
+
+    /// What an idle instance is charged against the budget: its measured uss or pss, or its
+    /// declared memory limit.
+    #[arg(long, env = "ICEBOX_POOL_CHARGE", default_value = "uss")]
+    pub pool_charge: ChargeMode,
+
+    /// How long an idle instance is kept alive.
+    #[arg(long, env = "ICEBOX_KEEP_ALIVE", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub keep_alive: Duration,
+
+    /// How long an idle instance stays runnable before it is frozen.
+    #[arg(long, env = "ICEBOX_PAUSE_GRACE", default_value = "50ms", value_parser = humantime::parse_duration)]
+    pub pause_grace: Duration,
+
+    /// Most instances (busy or idle) on this node.
+    #[arg(long, env = "ICEBOX_MAX_INSTANCES", default_value_t = 64)]
+    pub max_instances: usize,
+
+    /// Invocations that may wait for capacity; beyond it, 429 with Retry-After.
+    #[arg(long, env = "ICEBOX_QUEUE_SIZE", default_value_t = 256)]
+    pub queue_size: usize,
+
+    /// API key `uuid:key` (default: <state-dir>/auth, generated on first start).
+    #[arg(long, env = "ICEBOX_AUTH", hide_env_values = true)]
+    pub auth: Option<String>,
+
+    /// The namespace the key owns (what `_` means).
+    #[arg(long, env = "ICEBOX_NAMESPACE", default_value = "guest")]
+    pub namespace: String,
+
+    /// Directory with runtimes/<lang>/runtime.json (default: found next to the binary or in ./runtimes).
+    #[arg(long, env = "ICEBOX_RUNTIMES_DIR")]
+    pub runtimes_dir: Option<PathBuf>,
+
+    /// Sandbox isolation: crun (namespaces + cgroups, needs root), none (plain processes), auto.
+    #[arg(long, env = "ICEBOX_ISOLATION", default_value = "auto")]
+    pub isolation: IsolationMode,
+
+    /// Process limit per instance (stops fork bombs).
+    #[arg(long, env = "ICEBOX_PIDS_MAX", default_value_t = 256)]
+    pub pids_max: u64,
+
+    /// Size of each instance's private /tmp.
+    #[arg(long, env = "ICEBOX_TMP_SIZE", default_value = "64MiB", value_parser = parse_size)]
+    pub tmp_size: u64,
+
+    /// How often instance memory is measured.
+    #[arg(long, env = "ICEBOX_SAMPLE_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub sample_interval: Duration,
+
+    /// Activations kept in the registry (the oldest are pruned).
+    #[arg(long, env = "ICEBOX_ACTIVATION_RETENTION", default_value_t = 100_000)]
+    pub activation_retention: usize,
+
+    /// Activations older than this are pruned.
+    #[arg(long, env = "ICEBOX_ACTIVATION_MAX_AGE", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub activation_max_age: Duration,
+
+    /// Largest request body accepted (OpenWhisk's payload limit).
+    #[arg(long, env = "ICEBOX_MAX_PAYLOAD", default_value = "5MiB", value_parser = parse_size)]
+    pub max_payload: u64,
+
+    /// Log format: text or json.
+    #[arg(long, env = "ICEBOX_LOG_FORMAT", default_value = "text")]
+    pub log_format: String,
+}
+
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|e| format!("invalid size '{s}': {e} (examples: 2GiB, 512MiB, 1073741824)"))
+}
+
+impl Config {
+    /// The runtimes directory: explicit, else `<exe>/../../runtimes` (target/release in a
+    /// checkout), else `./runtimes`.
+    pub fn resolve_runtimes_dir(&self) -> PathBuf {
+        if let Some(dir) = &self.runtimes_dir {
+            return dir.clone();
+        }
+        if let Ok(exe) = std::env::current_exe() {
+            for up in exe.ancestors().skip(1).take(4) {
+                let candidate = up.join("runtimes");
+                if candidate.join("python").is_dir() {
+                    return candidate;
+                }
+            }
+        }
+        PathBuf::from("runtimes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("1024").unwrap(), 1024);
+        assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn defaults_match_the_documentation() {
+        let c = Config::parse_from(["iceboxd"]);
+        assert_eq!(c.listen, "127.0.0.1:8740");
+        assert_eq!(c.pool_memory, 2 << 30);
+        assert_eq!(c.pool_charge, ChargeMode::Uss);
+        assert_eq!(c.keep_alive, Duration::from_secs(600));
+        assert_eq!(c.pause_grace, Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,247 @@
+//! Runs one activation: get an instance, POST /run under the action's time limit, turn what
+//! happened into an OpenWhisk activation record, give the instance back, store the record.
+
+use crate::metrics::{InvocationLabels, StartLabel};
+use crate::pool::{AcquireError, EvictReason, Lease, Outcome};
+use crate::state::AppState;
+use icebox_core::{ActionSpec, ActivationRecord, ActivationResponse, ActivationStatus, KeyValue};
+use icebox_sandbox::{ExitCause, RuntimeError, RuntimeReply};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a queued invocation waits for capacity before it fails.
+const MIN_QUEUE_WAIT: Duration = Duration::from_secs(60);
+/// After /run answers, how long to wait for the sentinel lines that close its logs.
+const LOG_DRAIN: Duration = Duration::from_millis(500);
+
+pub struct Invocation {
+    pub action: Arc<ActionSpec>,
+    pub params: Map<String, Value>,
+    pub activation_id: String,
+    pub subject: String,
+    pub api_key: String,
+    pub arrived: Instant,
+    pub arrived_ms: u64,
+}
+
+/// What the activation produced before it is wrapped in a record.
+struct Outcome_ {
+    status: ActivationStatus,
+    result: Value,
+    timed_out: bool,
+    logs: Vec<String>,
+}
+
+pub fn new_activation_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+pub async fn invoke(state: &AppState, inv: Invocation) -> ActivationRecord {
+    let action = inv.action.clone();
+    let wait_limit = MIN_QUEUE_WAIT.max(Duration::from_millis(action.limits.timeout));
+    let acquired = state.pool.acquire(&action, wait_limit).await;
+    let started = Instant::now();
+    let start_ms = inv.arrived_ms + started.duration_since(inv.arrived).as_millis() as u64;
+    let wait_ms = started.duration_since(inv.arrived).as_millis() as u64;
+
+    let (outcome, lease_info) = match acquired {
+        Ok(lease) => {
+            let info = (lease.cold, lease.init_ms, lease.instance.id.clone());
+            let outcome = run(state, &inv, lease).await;
+            (outcome, Some(info))
+        }
+        Err(AcquireError::Init { message, init_ms }) => (
+            Outcome_ { status: ActivationStatus::DeveloperError, result: json!({"error": message}), timed_out: false, logs: vec![] },
+            Some((true, Some(init_ms), String::new())),
+        ),
+        Err(e) => (
+            Outcome_ { status: ActivationStatus::InternalError, result: json!({"error": e.to_string()}), timed_out: false, logs: vec![] },
+            None,
+        ),
+    };
+    let end_ms = crate::now_ms().max(start_ms);
+    let (cold, init_ms, instance_id) = lease_info.unwrap_or((false, None, String::new()));
+    let start_kind = if cold { "cold" } else { "warm" };
+
+    let mut annotations = vec![
+        kv("path", json!(action.fqn())),
+        kv("kind", json!(action.exec.kind)),
+        kv("limits", serde_json::to_value(action.limits).unwrap_or(Value::Null)),
+        kv("waitTime", json!(wait_ms)),
+        kv("timeout", json!(outcome.timed_out)),
+        kv("icebox.start", json!(start_kind)),
+    ];
+    if let Some(init) = init_ms {
+        annotations.push(kv("initTime", json!(init)));
+    }
+    if !instance_id.is_empty() {
+        annotations.push(kv("icebox.instance", json!(instance_id)));
+    }
+    let record = ActivationRecord {
+        namespace: action.namespace.clone(),
+        name: action.name.clone(),
+        version: action.version.clone(),
+        subject: inv.subject.clone(),
+        activation_id: inv.activation_id.clone(),
+        start: start_ms,
+        end: end_ms,
+        duration: end_ms - start_ms,
+        status_code: outcome.status.code(),
+        response: ActivationResponse::new(outcome.status, outcome.result),
+        logs: outcome.logs,
+        annotations,
+        publish: false,
+    };
+
+    state
+        .metrics
+        .invocations
+        .get_or_create(&InvocationLabels { start: start_kind.into(), status: outcome.status.metric_label().into() })
+        .inc();
+    state
+        .metrics
+        .invocation_seconds
+        .get_or_create(&StartLabel { start: start_kind.into() })
+        .observe(inv.arrived.elapsed().as_secs_f64());
+
+    let registry = state.registry.clone();
+    let stored = record.clone();
+    let insert = tokio::task::spawn_blocking(move || registry.insert_activation(&stored)).await;
+    if !matches!(insert, Ok(Ok(()))) {
+        tracing::error!(activation = %record.activation_id, "cannot store the activation record: {insert:?}");
+    }
+    record
+}
+
+async fn run(state: &AppState, inv: &Invocation, lease: Lease) -> Outcome_ {
+    let action = &inv.action;
+    let sandbox = lease.instance.sandbox.clone();
+    let deadline_ms = crate::now_ms() + action.limits.timeout;
+    let body = json!({
+        "value": Value::Object(inv.params.clone()),
+        "namespace": action.namespace,
+        "action_name": format!("/{}", action.fqn()),
+        "activation_id": inv.activation_id,
+        "transaction_id": inv.activation_id,
+        "api_key": inv.api_key,
+        "deadline": deadline_ms.to_string(),
+        "action_version": action.version,
+    });
+    let marks = sandbox.logs().marks();
+    let timeout = Duration::from_millis(action.limits.timeout);
+    enum Ran {
+        Reply(Result<RuntimeReply, RuntimeError>),
+        TimedOut,
+        Died,
+    }
+    let ran = tokio::select! {
+        r = tokio::time::timeout(timeout, sandbox.client().post_json("/run", &body)) => match r {
+            Ok(reply) => Ran::Reply(reply),
+            Err(_) => Ran::TimedOut,
+        },
+        _ = sandbox.exited() => Ran::Died,
+    };
+    let (status, result, timed_out, health) = match ran {
+        Ran::TimedOut => (
+            ActivationStatus::DeveloperError,
+            json!({"error": format!("The action exceeded its time limits of {} milliseconds.", action.limits.timeout)}),
+            true,
+            Outcome::Broken(EvictReason::Error),
+        ),
+        Ran::Reply(Ok(reply)) => {
+            let (status, result) = classify_reply(&reply);
+            (status, result, false, Outcome::Healthy)
+        }
+        Ran::Reply(Err(RuntimeError::TooLarge)) => (
+            ActivationStatus::DeveloperError,
+            json!({"error": "The action produced a response that exceeds the allowed size."}),
+            false,
+            Outcome::Broken(EvictReason::Error),
+        ),
+        Ran::Died | Ran::Reply(Err(_)) => {
+            // A broken connection usually means the runtime is dying: give the exit a moment to be seen.
+            let _ = tokio::time::timeout(Duration::from_millis(500), sandbox.exited()).await;
+            (ActivationStatus::DeveloperError, json!({"error": died_message(sandbox.exit_cause(), action)}), false, Outcome::Broken(EvictReason::Error))
+        }
+    };
+    let wait = if health == Outcome::Healthy { LOG_DRAIN } else { Duration::from_millis(50) };
+    let mut logs = sandbox.logs().take_after(marks, wait).await;
+    truncate_logs(&mut logs, action.limits.logs * 1024 * 1024);
+    state.pool.release(lease, health).await;
+    Outcome_ { status, result, timed_out, logs }
+}
+
+/// OpenWhisk's rules: 200 with a JSON object is success; an `{error}` object from the proxy is
+/// an application error; anything else is the developer's fault.
+fn classify_reply(reply: &RuntimeReply) -> (ActivationStatus, Value) {
+    match (reply.status, reply.json()) {
+        (200, Some(v @ Value::Object(_))) => (ActivationStatus::Success, v),
+        (_, Some(Value::Object(o))) if o.contains_key("error") => (ActivationStatus::ApplicationError, Value::Object(o)),
+        (200, _) => (ActivationStatus::DeveloperError, json!({"error": "The action did not return a dictionary."})),
+        (code, _) => (
+            ActivationStatus::DeveloperError,
+            json!({"error": format!("The action did not produce a valid response (runtime status {code}).")}),
+        ),
+    }
+}
+
+fn died_message(cause: Option<ExitCause>, action: &ActionSpec) -> String {
+    match cause {
+        Some(ExitCause::OutOfMemory) => format!(
+            "memory limit exceeded: the action used more than its {} MB limit and was killed.",
+            action.limits.memory
+        ),
+        Some(ExitCause::PidsLimit) => "process limit exceeded: the action created too many processes or threads and its runtime exited.".into(),
+        _ => "The action did not produce a valid response and exited unexpectedly.".into(),
+    }
+}
+
+fn truncate_logs(logs: &mut Vec<String>, max_bytes: u64) {
+    let mut used = 0u64;
+    if let Some(cut) = logs.iter().position(|l| {
+        used += l.len() as u64;
+        used > max_bytes
+    }) {
+        logs.truncate(cut);
+        logs.push(format!("Logs were truncated because the total bytes size exceeds the limit of {max_bytes} bytes."));
+    }
+}
+
+fn kv(key: &str, value: Value) -> KeyValue {
+    KeyValue { key: key.to_string(), value }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn reply(status: u16, body: &str) -> RuntimeReply {
+        RuntimeReply { status, body: Bytes::from(body.to_string()) }
+    }
+
+    #[test]
+    fn replies_map_to_openwhisk_outcomes() {
+        assert_eq!(classify_reply(&reply(200, r#"{"a":1}"#)).0, ActivationStatus::Success);
+        let (s, r) = classify_reply(&reply(502, r#"{"error":"boom"}"#));
+        assert_eq!((s, r["error"].as_str()), (ActivationStatus::ApplicationError, Some("boom")));
+        assert_eq!(classify_reply(&reply(200, "[1,2]")).0, ActivationStatus::DeveloperError);
+        assert_eq!(classify_reply(&reply(500, "not json")).0, ActivationStatus::DeveloperError);
+    }
+
+    #[test]
+    fn logs_are_truncated_at_the_limit() {
+        let mut logs = vec!["x".repeat(10); 5];
+        truncate_logs(&mut logs, 25);
+        assert_eq!(logs.len(), 3);
+        assert!(logs[2].contains("truncated"));
+    }
+
+    #[test]
+    fn activation_ids_look_like_openwhisk() {
+        let id = new_activation_id();
+        assert_eq!(id.len(), 32);
+        assert!(id.chars().all(|c| c.is_ascii_hexdigit()));
+    }
+}

@@ -1,0 +1,159 @@
+//! Cold start: sandbox, runtime ready (FaaSMem's first barrier), /init (the second barrier),
+//! then the instance joins the pool already leased to the activation that started it.
+
+use super::instance::{Instance, Measured, Slot};
+use super::{AcquireError, Lease, Pool};
+use crate::metrics::KindLabel;
+use icebox_core::{ActionSpec, EventKind, InstanceState};
+use icebox_sandbox::{InstanceSpec, RuntimeError};
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+impl Pool {
+    pub(super) async fn cold_start(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Result<Lease, AcquireError> {
+        let result = self.start_instance(action).await;
+        let mut inner = self.inner.lock().unwrap();
+        inner.starting -= 1;
+        match result {
+            Ok((instance, init_ms)) => {
+                inner.slots.insert(
+                    instance.id.clone(),
+                    Slot {
+                        instance: instance.clone(),
+                        state: InstanceState::Running,
+                        in_flight: 1,
+                        invocations: 0,
+                        idle_since: self.clock.now_ms(),
+                        stale: false,
+                    },
+                );
+                drop(inner);
+                self.events.emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
+                Ok(Lease { instance, cold: true, init_ms: Some(init_ms) })
+            }
+            Err(e) => {
+                drop(inner);
+                self.capacity.notify_waiters();
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_instance(&self, action: &Arc<ActionSpec>) -> Result<(Arc<Instance>, u64), AcquireError> {
+        let t0 = Instant::now();
+        let fqn = action.fqn();
+        let runtime = self
+            .runtimes
+            .resolve(&action.exec.kind)
+            .ok_or_else(|| AcquireError::Start(format!("runtime kind {} is not installed on this node", action.exec.kind)))?
+            .clone();
+        let id = new_instance_id(&action.name);
+        let network = action.annotation("icebox.network").and_then(|v| v.as_bool()).unwrap_or(false);
+        let spec = InstanceSpec {
+            id: id.clone(),
+            action: fqn.clone(),
+            runtime,
+            memory_limit_bytes: action.limits.memory_bytes(),
+            pids_max: self.cfg.pids_max,
+            tmp_bytes: self.cfg.tmp_bytes,
+            concurrency: action.limits.concurrency,
+            network,
+            env: vec![("__OW_API_HOST".to_string(), self.cfg.api_host.clone())],
+        };
+        self.events.emit(&id, &fqn, EventKind::Created, None, None);
+        let sandbox = self.backend.start(spec).await.map_err(|e| {
+            self.events.emit(&id, &fqn, EventKind::Evicted, None, Some(format!("start failed: {e}")));
+            AcquireError::Start(format!("cannot start the {} runtime: {e}", action.exec.kind))
+        })?;
+        let instance = Arc::new(Instance {
+            id: id.clone(),
+            action: action.clone(),
+            fqn: fqn.clone(),
+            sandbox,
+            created: t0,
+            frozen: Mutex::new(false),
+            measured: Mutex::new(Measured::default()),
+        });
+        let ready_memory = instance.measure(self.clock.now_ms());
+        self.events.emit(&id, &fqn, EventKind::RuntimeReady, Some(ready_memory), None);
+
+        let t_init = Instant::now();
+        let init = self.init(&instance).await;
+        let init_ms = t_init.elapsed().as_millis() as u64;
+        match init {
+            Ok(()) => {
+                let memory = instance.measure(self.clock.now_ms());
+                self.events.emit(&id, &fqn, EventKind::InitDone, Some(memory), Some(format!("{init_ms} ms")));
+                self.metrics
+                    .cold_start_seconds
+                    .get_or_create(&KindLabel { kind: action.exec.kind.clone() })
+                    .observe(t0.elapsed().as_secs_f64());
+                Ok((instance, init_ms))
+            }
+            Err(message) => {
+                self.events.emit(&id, &fqn, EventKind::InitFailed, None, Some(message.clone()));
+                instance.sandbox.destroy().await;
+                self.events.emit(&id, &fqn, EventKind::Evicted, None, Some("init failed".into()));
+                Err(AcquireError::Init { message, init_ms })
+            }
+        }
+    }
+
+    /// POST /init with the action's code; Err is the message for the activation record.
+    async fn init(&self, instance: &Instance) -> Result<(), String> {
+        let action = &instance.action;
+        let body = json!({"value": {
+            "name": action.name,
+            "main": action.exec.main.clone().unwrap_or_else(|| "main".to_string()),
+            "code": action.exec.code,
+            "binary": action.exec.binary,
+            "env": {},
+        }});
+        let timeout = Duration::from_millis(action.limits.timeout);
+        let sandbox = &instance.sandbox;
+        let marks = sandbox.logs().marks();
+        let reply = tokio::select! {
+            r = tokio::time::timeout(timeout, sandbox.client().post_json("/init", &body)) => r,
+            _ = sandbox.exited() => {
+                let out = sandbox.logs().take_after(marks, Duration::from_millis(100)).await;
+                return Err(format!("The action failed to initialize: the runtime exited. {}", out.join("\n")).trim().to_string());
+            }
+        };
+        match reply {
+            Err(_) => Err(format!("The action exceeded its time limit of {} milliseconds during initialization.", action.limits.timeout)),
+            Ok(Err(RuntimeError::TooLarge)) => Err("The runtime's /init response is too large.".into()),
+            Ok(Err(e)) => Err(format!("The action failed to initialize: {e}")),
+            Ok(Ok(r)) if r.status == 200 => Ok(()),
+            Ok(Ok(r)) => {
+                let msg = r
+                    .json()
+                    .and_then(|v| v.get("error").cloned())
+                    .map(|e| e.as_str().map(str::to_string).unwrap_or_else(|| e.to_string()))
+                    .unwrap_or_else(|| String::from_utf8_lossy(&r.body).into_owned());
+                Err(format!("Initialization has failed due to: {msg}"))
+            }
+        }
+    }
+}
+
+/// Short, readable and unique: the action name (trimmed) plus random hex.
+fn new_instance_id(action_name: &str) -> String {
+    let base: String = action_name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(20)
+        .collect();
+    format!("{}-{:08x}", if base.is_empty() { "action" } else { &base }, rand::random::<u32>())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn instance_ids_are_safe_path_components() {
+        let id = super::new_instance_id("../weird name/with/slashes-and-a-very-long-tail");
+        assert!(id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        assert!(id.len() <= 29);
+        assert!(super::new_instance_id("").starts_with("action-"));
+    }
+}

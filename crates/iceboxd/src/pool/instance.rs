@@ -1,0 +1,71 @@
+//! One instance as the pool sees it: the sandbox plus the bookkeeping the policies need.
+
+use icebox_core::{ActionSpec, InstanceState, MemoryStats};
+use icebox_policy::Millis;
+use icebox_sandbox::Sandbox;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+pub struct Instance {
+    pub id: String,
+    /// The action version this instance was initialised with.
+    pub action: Arc<ActionSpec>,
+    pub fqn: String,
+    pub sandbox: Arc<dyn Sandbox>,
+    pub created: Instant,
+    /// Whether the processes are frozen right now. Held while freezing/thawing so a thaw
+    /// never overtakes the freeze it must undo.
+    pub frozen: Mutex<bool>,
+    pub measured: Mutex<Measured>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    pub memory: MemoryStats,
+    pub pids: Vec<u32>,
+    /// Wall clock (ms since epoch) of the measurement; 0 = never.
+    pub at_ms: u64,
+    /// Policy clock of the measurement.
+    pub at: Millis,
+}
+
+impl Instance {
+    pub fn measure(&self, at: Millis) -> MemoryStats {
+        let pids = self.sandbox.pids();
+        let memory = self.sandbox.memory();
+        *self.measured.lock().unwrap() = Measured { memory, pids, at_ms: crate::now_ms(), at };
+        memory
+    }
+
+    pub fn last_measured(&self) -> Measured {
+        self.measured.lock().unwrap().clone()
+    }
+
+    pub fn measured_memory(&self) -> MemoryStats {
+        self.measured.lock().unwrap().memory
+    }
+
+    /// Thaw if frozen; returns how long the thaw took when one was needed.
+    pub fn ensure_thawed(&self) -> std::io::Result<Option<std::time::Duration>> {
+        let mut frozen = self.frozen.lock().unwrap();
+        if !*frozen {
+            return Ok(None);
+        }
+        let t = Instant::now();
+        self.sandbox.thaw()?;
+        *frozen = false;
+        Ok(Some(t.elapsed()))
+    }
+}
+
+/// The pool's mutable view of one instance (guarded by the pool lock).
+pub struct Slot {
+    pub instance: Arc<Instance>,
+    pub state: InstanceState,
+    pub in_flight: u32,
+    pub invocations: u64,
+    /// Policy clock: when the last activation ended.
+    pub idle_since: Millis,
+    /// Set when the action was updated or deleted: never reuse, evict once idle.
+    pub stale: bool,
+}

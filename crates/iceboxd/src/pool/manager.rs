@@ -1,0 +1,137 @@
+//! The memory manager loop: freezes instances after the pause grace, evicts by keep-alive
+//! expiry and memory budget, and measures instance memory. It sleeps until the policy's next
+//! deadline, the next sample, or a wake-up from the pool.
+
+use super::{EvictReason, Pool};
+use crate::metrics::{MemoryLabels, StateLabel};
+use icebox_core::{EventKind, InstanceState, MemoryStats};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Frozen instances change memory only through outside reclaim: sample them less often.
+const FROZEN_SAMPLE_EVERY: u64 = 10;
+
+impl Pool {
+    pub async fn run_manager(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let interval = self.cfg.sample_interval;
+        let mut next_sample = Instant::now();
+        let mut round = 0u64;
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            let now = self.clock.now_ms();
+            let (evictions, freezes, deadline) = {
+                let inner = self.inner.lock().unwrap();
+                let entries = self.pool_entries(&inner);
+                let evictions = self.policy.evictions(&entries, now);
+                let remaining: Vec<_> = entries.into_iter().filter(|e| !evictions.iter().any(|(id, _)| *id == e.id)).collect();
+                let freezes = self.policy.to_freeze(&remaining, now);
+                let deadline = self.policy.next_deadline(&remaining, now);
+                (evictions, freezes, deadline)
+            };
+            for (id, reason) in evictions {
+                self.evict(&id, EvictReason::Policy(reason)).await;
+            }
+            let froze_any = !freezes.is_empty();
+            for id in freezes {
+                self.freeze(&id).await;
+            }
+            if froze_any {
+                // Their measured memory is now what they are charged: re-check the budget.
+                continue;
+            }
+            if Instant::now() >= next_sample {
+                self.sample(round).await;
+                round += 1;
+                next_sample = Instant::now() + interval;
+            }
+            let mut sleep_for = next_sample.saturating_duration_since(Instant::now());
+            if let Some(d) = deadline {
+                sleep_for = sleep_for.min(Duration::from_millis(d.saturating_sub(self.clock.now_ms())));
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(sleep_for) => {}
+                _ = self.manager_wake.notified() => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+
+    async fn freeze(&self, id: &str) {
+        let Some(instance) = self.inner.lock().unwrap().slots.get(id).map(|s| s.instance.clone()) else { return };
+        let took = {
+            let mut frozen = instance.frozen.lock().unwrap();
+            {
+                let mut inner = self.inner.lock().unwrap();
+                match inner.slots.get_mut(id) {
+                    Some(slot) if slot.state == InstanceState::Idle && slot.in_flight == 0 => slot.state = InstanceState::Frozen,
+                    _ => return,
+                }
+            }
+            let t = Instant::now();
+            if let Err(e) = instance.sandbox.freeze() {
+                drop(frozen);
+                tracing::error!(instance = %id, "freeze failed: {e}");
+                self.evict(id, EvictReason::Error).await;
+                return;
+            }
+            *frozen = true;
+            t.elapsed()
+        };
+        self.metrics.freeze_seconds.observe(took.as_secs_f64());
+        let inst = instance.clone();
+        let now = self.clock.now_ms();
+        let memory = tokio::task::spawn_blocking(move || inst.measure(now)).await.unwrap_or_default();
+        self.events.emit(id, &instance.fqn, EventKind::Frozen, Some(memory), Some(format!("{} us", took.as_micros())));
+    }
+
+    /// Measure every instance (frozen ones every FROZEN_SAMPLE_EVERY rounds) and refresh gauges.
+    async fn sample(&self, round: u64) {
+        let targets: Vec<_> = {
+            let inner = self.inner.lock().unwrap();
+            inner
+                .slots
+                .values()
+                .filter(|s| s.state != InstanceState::Frozen || round % FROZEN_SAMPLE_EVERY == 0 || s.instance.last_measured().at_ms == 0)
+                .map(|s| s.instance.clone())
+                .collect()
+        };
+        let now = self.clock.now_ms();
+        let _ = tokio::task::spawn_blocking(move || {
+            for inst in targets {
+                inst.measure(now);
+            }
+        })
+        .await;
+        self.refresh_gauges();
+    }
+
+    pub fn refresh_gauges(&self) {
+        let inner = self.inner.lock().unwrap();
+        let mut by_state: HashMap<InstanceState, (i64, MemoryStats)> = HashMap::new();
+        let mut charged = 0u64;
+        for slot in inner.slots.values() {
+            let e = by_state.entry(slot.state).or_default();
+            e.0 += 1;
+            e.1.add(&slot.instance.measured_memory());
+            if slot.state.is_kept_alive() {
+                charged += self.charge_of(slot);
+            }
+        }
+        for state in InstanceState::ALL {
+            let (count, mem) = by_state.get(&state).copied().unwrap_or_default();
+            let label = state.as_str().to_string();
+            self.metrics.instances.get_or_create(&StateLabel { state: label.clone() }).set(count);
+            for (measure, v) in [("uss", mem.uss), ("pss", mem.pss), ("rss", mem.rss), ("swap", mem.swap)] {
+                self.metrics
+                    .memory_bytes
+                    .get_or_create(&MemoryLabels { state: label.clone(), measure: measure.to_string() })
+                    .set(v as i64);
+            }
+        }
+        self.metrics.pool_charged.set(charged as i64);
+    }
+}

@@ -1,0 +1,377 @@
+//! The instance pool: routes invocations to warm instances or cold-starts new ones within the
+//! node's limits, keeps idle instances alive (freezing them after the pause grace) and evicts
+//! them as the keep-alive policy decides. Decisions come from icebox-policy; this module only
+//! keeps the books and acts through the sandbox backend.
+
+mod cold;
+mod instance;
+mod manager;
+mod view;
+
+pub use instance::{Instance, Measured};
+
+use crate::events::EventBus;
+use crate::metrics::{Metrics, ReasonLabel};
+use icebox_core::{ActionSpec, ChargeMode, EventKind, InstanceState};
+use icebox_policy::{Admission, Clock, EvictionReason, KeepAlivePolicy, Millis, PoolEntry};
+use icebox_sandbox::SandboxBackend;
+use instance::Slot;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+pub struct PoolConfig {
+    pub charge: ChargeMode,
+    pub queue_size: usize,
+    pub pids_max: u64,
+    pub tmp_bytes: u64,
+    pub sample_interval: Duration,
+    pub api_host: String,
+}
+
+/// Why an invocation could not get an instance.
+#[derive(Debug, thiserror::Error)]
+pub enum AcquireError {
+    #[error("too many invocations are waiting for capacity")]
+    QueueFull,
+    #[error("no capacity became available within {0:?}")]
+    QueueTimeout(Duration),
+    /// The runtime could not be started (a node problem, not the action's).
+    #[error("{0}")]
+    Start(String),
+    /// /init failed: the action's code does not load.
+    #[error("{message}")]
+    Init { message: String, init_ms: u64 },
+    #[error("the node is shutting down")]
+    ShuttingDown,
+}
+
+/// An instance handed to one activation; give it back with [`Pool::release`].
+pub struct Lease {
+    pub instance: Arc<Instance>,
+    pub cold: bool,
+    /// /init duration on a cold start.
+    pub init_ms: Option<u64>,
+}
+
+/// What happened to the instance during the activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Fine to reuse.
+    Healthy,
+    /// Must not serve again (timeout, crash, OOM): evict now.
+    Broken(EvictReason),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictReason {
+    Policy(EvictionReason),
+    /// Timeout, crash, OOM or a stale version.
+    Error,
+    Stale,
+    Shutdown,
+}
+
+impl EvictReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvictReason::Policy(r) => r.as_str(),
+            EvictReason::Error => "error",
+            EvictReason::Stale => "stale",
+            EvictReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+struct Inner {
+    slots: HashMap<String, Slot>,
+    /// Instances being created (they hold a place under max_instances).
+    starting: usize,
+    shutting_down: bool,
+}
+
+pub struct Pool {
+    backend: Arc<dyn SandboxBackend>,
+    runtimes: icebox_sandbox::Runtimes,
+    policy: KeepAlivePolicy,
+    clock: Arc<dyn Clock>,
+    cfg: PoolConfig,
+    inner: Mutex<Inner>,
+    /// Wakes the manager loop (an instance went idle, the pool changed).
+    manager_wake: Notify,
+    /// Wakes queued invocations (capacity may have appeared).
+    capacity: Notify,
+    waiting: AtomicUsize,
+    events: Arc<EventBus>,
+    metrics: Arc<Metrics>,
+}
+
+impl Pool {
+    pub fn new(
+        backend: Arc<dyn SandboxBackend>,
+        runtimes: icebox_sandbox::Runtimes,
+        policy: KeepAlivePolicy,
+        clock: Arc<dyn Clock>,
+        cfg: PoolConfig,
+        events: Arc<EventBus>,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Pool> {
+        metrics.pool_budget.set(policy.config().budget_bytes as i64);
+        Arc::new(Pool {
+            backend,
+            runtimes,
+            policy,
+            clock,
+            cfg,
+            inner: Mutex::new(Inner { slots: HashMap::new(), starting: 0, shutting_down: false }),
+            manager_wake: Notify::new(),
+            capacity: Notify::new(),
+            waiting: AtomicUsize::new(0),
+            events,
+            metrics,
+        })
+    }
+
+    pub fn backend(&self) -> &Arc<dyn SandboxBackend> {
+        &self.backend
+    }
+
+    pub fn runtimes(&self) -> &icebox_sandbox::Runtimes {
+        &self.runtimes
+    }
+
+    fn charge_of(&self, slot: &Slot) -> u64 {
+        let measured = slot.instance.last_measured();
+        self.cfg.charge.charge(&measured.memory, slot.instance.action.limits.memory_bytes())
+    }
+
+    /// The keep-alive pool (idle and frozen, not stale) as the policy sees it.
+    fn pool_entries(&self, inner: &Inner) -> Vec<PoolEntry> {
+        inner
+            .slots
+            .values()
+            .filter(|s| s.state.is_kept_alive())
+            .map(|s| PoolEntry {
+                id: s.instance.id.clone(),
+                action: s.instance.fqn.clone(),
+                idle_since: s.idle_since,
+                charged: self.charge_of(s),
+                frozen: s.state == InstanceState::Frozen,
+            })
+            .collect()
+    }
+
+    /// Get an instance for one activation of `action`: a warm one, or a new one.
+    pub async fn acquire(self: &Arc<Self>, action: &Arc<ActionSpec>, wait_limit: Duration) -> Result<Lease, AcquireError> {
+        let deadline = Instant::now() + wait_limit;
+        let mut queued = false;
+        let result = loop {
+            let notified = self.capacity.notified();
+            match self.try_acquire(action) {
+                Ok(Some(lease)) => break lease,
+                Ok(None) => {}
+                Err(e) => {
+                    if queued {
+                        self.leave_queue();
+                    }
+                    return Err(e);
+                }
+            }
+            if !queued {
+                if self.waiting.load(Ordering::SeqCst) >= self.cfg.queue_size {
+                    self.metrics.rejected.inc();
+                    return Err(AcquireError::QueueFull);
+                }
+                self.waiting.fetch_add(1, Ordering::SeqCst);
+                self.metrics.queue_length.inc();
+                queued = true;
+            }
+            if tokio::time::timeout_at(deadline.into(), notified).await.is_err() {
+                self.leave_queue();
+                return Err(AcquireError::QueueTimeout(wait_limit));
+            }
+        };
+        if queued {
+            self.leave_queue();
+        }
+        match result {
+            Acquired::Warm(instance) => {
+                match instance.ensure_thawed() {
+                    Ok(Some(took)) => {
+                        self.metrics.thaw_seconds.observe(took.as_secs_f64());
+                        self.events.emit(&instance.id, &instance.fqn, EventKind::Thawed, None, Some(format!("{} us", took.as_micros())));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::error!(instance = %instance.id, "thaw failed: {e}");
+                        self.evict(&instance.id, EvictReason::Error).await;
+                        return Err(AcquireError::Start(format!("cannot thaw instance {}: {e}", instance.id)));
+                    }
+                }
+                self.events.emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
+                Ok(Lease { instance, cold: false, init_ms: None })
+            }
+            Acquired::Cold { evict } => {
+                for id in evict {
+                    self.evict(&id, EvictReason::Policy(EvictionReason::InstanceLimit)).await;
+                }
+                self.cold_start(action).await
+            }
+        }
+    }
+
+    fn leave_queue(&self) {
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.metrics.queue_length.dec();
+    }
+
+    /// One attempt under the lock: a warm instance, a reserved place for a new one, or None
+    /// (queue).
+    fn try_acquire(&self, action: &Arc<ActionSpec>) -> Result<Option<Acquired>, AcquireError> {
+        let mut inner = self.inner.lock().unwrap();
+        if inner.shutting_down {
+            return Err(AcquireError::ShuttingDown);
+        }
+        let fqn = action.fqn();
+        let concurrency = action.limits.concurrency;
+        // A running instance with spare intra-instance concurrency first (no thaw needed).
+        let busy_with_room = inner
+            .slots
+            .values()
+            .filter(|s| s.instance.fqn == fqn && !s.stale && s.instance.action.version == action.version)
+            .filter(|s| s.state == InstanceState::Running && s.in_flight < concurrency)
+            .min_by_key(|s| (s.in_flight, s.instance.id.clone()))
+            .map(|s| s.instance.id.clone());
+        let chosen = busy_with_room.or_else(|| {
+            let candidates: Vec<PoolEntry> = self
+                .pool_entries(&inner)
+                .into_iter()
+                .filter(|e| e.action == fqn)
+                .filter(|e| {
+                    let s = &inner.slots[&e.id];
+                    !s.stale && s.instance.action.version == action.version
+                })
+                .collect();
+            self.policy.choose_warm(&candidates).map(|e| e.id.clone())
+        });
+        if let Some(id) = chosen {
+            let slot = inner.slots.get_mut(&id).expect("chosen from the map");
+            slot.state = InstanceState::Running;
+            slot.in_flight += 1;
+            return Ok(Some(Acquired::Warm(slot.instance.clone())));
+        }
+        let pool = self.pool_entries(&inner);
+        let running = inner.slots.len() - pool.len() + inner.starting;
+        match self.policy.admit_new_instance(&pool, running) {
+            Admission::Queue => Ok(None),
+            Admission::Start { evict } => {
+                for id in &evict {
+                    // Taken out of the keep-alive pool now so nobody else picks it.
+                    if let Some(slot) = inner.slots.get_mut(id) {
+                        slot.stale = true;
+                        slot.state = InstanceState::Evicted;
+                    }
+                }
+                inner.starting += 1;
+                Ok(Some(Acquired::Cold { evict }))
+            }
+        }
+    }
+
+    /// Give an instance back after an activation.
+    pub async fn release(&self, lease: Lease, outcome: Outcome) {
+        let id = lease.instance.id.clone();
+        let evict = {
+            let mut inner = self.inner.lock().unwrap();
+            let now = self.clock.now_ms();
+            match inner.slots.get_mut(&id) {
+                None => None,
+                Some(slot) => {
+                    slot.in_flight = slot.in_flight.saturating_sub(1);
+                    slot.invocations += 1;
+                    match outcome {
+                        Outcome::Broken(reason) => Some(reason),
+                        Outcome::Healthy if slot.stale && slot.in_flight == 0 => Some(EvictReason::Stale),
+                        Outcome::Healthy => {
+                            if slot.in_flight == 0 && slot.state == InstanceState::Running {
+                                slot.state = InstanceState::Idle;
+                                slot.idle_since = now;
+                            }
+                            None
+                        }
+                    }
+                }
+            }
+        };
+        self.events.emit(&id, &lease.instance.fqn, EventKind::RunEnd, None, None);
+        match evict {
+            Some(reason) => self.evict(&id, reason).await,
+            None => {
+                self.events.emit(&id, &lease.instance.fqn, EventKind::Idle, None, None);
+                self.manager_wake.notify_one();
+                self.capacity.notify_waiters();
+            }
+        }
+    }
+
+    /// Remove an instance and destroy its sandbox.
+    pub async fn evict(&self, id: &str, reason: EvictReason) {
+        let slot = self.inner.lock().unwrap().slots.remove(id);
+        let Some(slot) = slot else { return };
+        let instance = slot.instance;
+        let memory = instance.measured_memory();
+        instance.sandbox.destroy().await;
+        self.metrics.evictions.get_or_create(&ReasonLabel { reason: reason.as_str().to_string() }).inc();
+        self.events.emit(&instance.id, &instance.fqn, EventKind::Evicted, Some(memory), Some(reason.as_str().to_string()));
+        tracing::info!(instance = %instance.id, action = %instance.fqn, reason = reason.as_str(), "instance evicted");
+        self.capacity.notify_waiters();
+        self.manager_wake.notify_one();
+    }
+
+    /// The action changed or was deleted: idle instances go now, busy ones when they finish.
+    pub async fn retire_action(&self, fqn: &str) {
+        let idle: Vec<String> = {
+            let mut inner = self.inner.lock().unwrap();
+            let mut idle = Vec::new();
+            for slot in inner.slots.values_mut().filter(|s| s.instance.fqn == fqn) {
+                slot.stale = true;
+                if slot.state.is_kept_alive() {
+                    idle.push(slot.instance.id.clone());
+                }
+            }
+            idle
+        };
+        for id in idle {
+            self.evict(&id, EvictReason::Stale).await;
+        }
+    }
+
+    /// Destroy every instance (daemon shutdown).
+    pub async fn shutdown(&self) {
+        let ids: Vec<String> = {
+            let mut inner = self.inner.lock().unwrap();
+            inner.shutting_down = true;
+            inner.slots.keys().cloned().collect()
+        };
+        self.capacity.notify_waiters();
+        futures::future::join_all(ids.iter().map(|id| self.evict(id, EvictReason::Shutdown))).await;
+        self.backend.shutdown().await;
+    }
+
+    /// Every place in the invocation queue is taken: new invocations get 429.
+    pub fn saturated(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) >= self.cfg.queue_size
+    }
+
+    pub fn now(&self) -> Millis {
+        self.clock.now_ms()
+    }
+}
+
+enum Acquired {
+    Warm(Arc<Instance>),
+    /// A place under max_instances is reserved; evict these first.
+    Cold { evict: Vec<String> },
+}

@@ -1,0 +1,244 @@
+//! The daemon's persistent state: deployed actions and recent activation records, in SQLite.
+//!
+//! One connection behind a mutex: the daemon calls in from `spawn_blocking`, every statement
+//! is short, and a single writer is what SQLite wants anyway.
+
+mod actions;
+mod activations;
+mod schema;
+
+pub use activations::ActivationFilter;
+
+use anyhow::Context;
+use rusqlite::Connection;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// OpenWhisk's list paging: 30 entries by default, at most 200, and 0 meaning the maximum.
+pub const DEFAULT_LIST_LIMIT: usize = 30;
+pub const MAX_LIST_LIMIT: usize = 200;
+
+/// Enough cached statements for every query this module issues, so none is ever re-prepared.
+const STATEMENT_CACHE_CAPACITY: usize = 32;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The entity exists and the caller did not ask to overwrite it.
+    #[error("{0}")]
+    Conflict(String),
+    #[error("registry database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A stored row that this code cannot decode.
+    #[error("corrupt registry entry: {0}")]
+    Corrupt(String),
+}
+
+pub struct Registry {
+    conn: Mutex<Connection>,
+}
+
+impl Registry {
+    /// Opens (creating if needed) the registry file and brings its schema up to date.
+    pub fn open(path: &Path) -> anyhow::Result<Registry> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating registry directory {}", dir.display()))?;
+        }
+        let setup = || -> anyhow::Result<Connection> {
+            let mut conn = Connection::open(path)?;
+            schema::configure_file(&conn)?;
+            schema::migrate(&mut conn)?;
+            Ok(conn)
+        };
+        // SQLite opens lazily: a file that is not a database only fails at the first statement,
+        // so every setup error is reported against the path.
+        let conn = setup().with_context(|| format!("opening registry {}", path.display()))?;
+        Ok(Registry::from_connection(conn))
+    }
+
+    pub fn open_in_memory() -> anyhow::Result<Registry> {
+        let mut conn = Connection::open_in_memory()?;
+        schema::migrate(&mut conn)?;
+        Ok(Registry::from_connection(conn))
+    }
+
+    fn from_connection(conn: Connection) -> Registry {
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+        Registry {
+            conn: Mutex::new(conn),
+        }
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave a half-applied change: rusqlite rolls
+        // back an open transaction when it is dropped during unwinding.
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Applies OpenWhisk's paging rule to a requested limit.
+pub fn effective_limit(requested: usize) -> usize {
+    if requested == 0 {
+        MAX_LIST_LIMIT
+    } else {
+        requested.min(MAX_LIST_LIMIT)
+    }
+}
+
+/// SQLite integers are signed; timestamps and counts beyond i64 saturate instead of wrapping.
+fn to_sql_int<T: TryInto<i64>>(v: T) -> i64 {
+    v.try_into().unwrap_or(i64::MAX)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn decode<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, RegistryError> {
+    serde_json::from_str(json).map_err(|e| RegistryError::Corrupt(format!("{what}: {e}")))
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<String, RegistryError> {
+    // The core types serialise infallibly (string keys, no non-finite floats from serde_json
+    // values); an error here would be a bug in them, reported rather than unwrapped.
+    serde_json::to_string(value).map_err(|e| RegistryError::Corrupt(format!("encoding: {e}")))
+}
+
+// The daemon shares one Registry across blocking tasks.
+const _: fn() = || {
+    fn check<T: Send + Sync>() {}
+    check::<Registry>();
+};
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use icebox_core::{
+        ActionLimits, ActionSpec, ActivationRecord, ActivationResponse, ActivationStatus, Exec,
+    };
+
+    pub fn spec(namespace: &str, name: &str) -> ActionSpec {
+        ActionSpec {
+            namespace: namespace.into(),
+            name: name.into(),
+            exec: Exec {
+                kind: "python:3".into(),
+                code: "def main(args):\n    return args\n".into(),
+                binary: false,
+                main: None,
+            },
+            limits: ActionLimits::default(),
+            parameters: vec![],
+            annotations: vec![],
+            version: "9.9.9".into(),
+            updated: 0,
+        }
+    }
+
+    pub fn record(namespace: &str, name: &str, id: &str, start: u64) -> ActivationRecord {
+        ActivationRecord {
+            namespace: namespace.into(),
+            name: name.into(),
+            version: "0.0.1".into(),
+            subject: "guest".into(),
+            activation_id: id.into(),
+            start,
+            end: start + 5,
+            duration: 5,
+            status_code: 0,
+            response: ActivationResponse::new(
+                ActivationStatus::Success,
+                serde_json::json!({"ok": true}),
+            ),
+            logs: vec![format!("{start} stdout: hello")],
+            annotations: vec![],
+            publish: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::{record, spec};
+    use super::*;
+
+    #[test]
+    fn limit_follows_openwhisk_paging() {
+        assert_eq!(effective_limit(0), MAX_LIST_LIMIT);
+        assert_eq!(effective_limit(7), 7);
+        assert_eq!(effective_limit(10_000), MAX_LIST_LIMIT);
+    }
+
+    #[test]
+    fn restart_keeps_actions_and_activations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state").join("registry.db");
+        {
+            let reg = Registry::open(&path).unwrap();
+            reg.put_action(spec("guest", "a"), false).unwrap();
+            reg.put_action(spec("guest", "b"), false).unwrap();
+            reg.put_action(spec("guest", "a"), true).unwrap();
+            reg.insert_activation(&record("guest", "a", "id1", 100))
+                .unwrap();
+        }
+        let reg = Registry::open(&path).unwrap();
+        let all = reg.all_actions().unwrap();
+        assert_eq!(
+            all.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert_eq!(all[0].version, "0.0.2");
+        assert_eq!(
+            reg.get_activation("guest", "id1").unwrap().unwrap(),
+            record("guest", "a", "id1", 100)
+        );
+    }
+
+    #[test]
+    fn non_sqlite_file_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.db");
+        std::fs::write(&path, vec![b'x'; 8192]).unwrap();
+        let err = Registry::open(&path)
+            .err()
+            .expect("opening garbage must fail");
+        let msg = format!("{err:#}");
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        assert!(msg.contains("not a database"), "{msg}");
+    }
+
+    #[test]
+    fn newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.db");
+        drop(Registry::open(&path).unwrap());
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.pragma_update(None, "user_version", schema::CURRENT_VERSION + 1)
+                .unwrap();
+        }
+        let msg = format!(
+            "{:#}",
+            Registry::open(&path).err().expect("newer schema must fail")
+        );
+        assert!(msg.contains("newer than this iceboxd supports"), "{msg}");
+    }
+
+    #[test]
+    fn corrupt_row_is_reported_not_panicked() {
+        let reg = Registry::open_in_memory().unwrap();
+        reg.put_action(spec("guest", "a"), false).unwrap();
+        reg.conn()
+            .execute("UPDATE actions SET spec = '{not json'", [])
+            .unwrap();
+        assert!(matches!(
+            reg.get_action("guest", "a"),
+            Err(RegistryError::Corrupt(_))
+        ));
+    }
+}

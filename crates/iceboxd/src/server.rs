@@ -1,0 +1,173 @@
+//! Start-up, serving and shutdown of the daemon.
+
+use crate::config::Config;
+use crate::events::EventBus;
+use crate::metrics::Metrics;
+use crate::pool::{Pool, PoolConfig};
+use crate::registry::Registry;
+use crate::state::{AppState, State};
+use anyhow::Context;
+use icebox_policy::{KeepAliveConfig, KeepAlivePolicy, MonotonicClock};
+use icebox_sandbox::process::ProcessBackend;
+use icebox_sandbox::{Runtimes, SandboxBackend};
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+pub async fn run(cfg: Config) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&cfg.state_dir)
+        .with_context(|| format!("cannot create the state directory {}", cfg.state_dir.display()))?;
+    let state_dir = cfg.state_dir.canonicalize()?;
+    let _lock = lock_state_dir(&state_dir)?;
+
+    let (key, generated) = crate::auth::load_or_create(&state_dir, cfg.auth.as_deref(), &cfg.namespace)?;
+    if generated {
+        tracing::info!("generated an API key in {}", state_dir.join("auth").display());
+    }
+    let registry = Arc::new(Registry::open(&state_dir.join("icebox.db"))?);
+    let runtimes_dir = cfg.resolve_runtimes_dir();
+    let runtimes = Runtimes::load(&runtimes_dir)
+        .with_context(|| format!("loading runtimes from {} (set --runtimes-dir)", runtimes_dir.display()))?;
+
+    let backend = Arc::new(ProcessBackend::new(&state_dir, &state_tag(&state_dir), cfg.isolation)?);
+    if !backend.isolated() {
+        tracing::warn!(
+            "RUNNING WITHOUT ISOLATION: instances are plain processes (no namespaces, no cgroups, no memory or \
+             process limits), frozen with SIGSTOP. Run as root with crun installed for sandboxed instances."
+        );
+    }
+    let cleaned = backend.cleanup_orphans().await?;
+    if cleaned > 0 {
+        tracing::warn!("removed {cleaned} instance(s) left behind by an earlier run");
+    }
+
+    let policy = KeepAlivePolicy::new(KeepAliveConfig {
+        keep_alive_ms: cfg.keep_alive.as_millis() as u64,
+        pause_grace_ms: cfg.pause_grace.as_millis() as u64,
+        budget_bytes: cfg.pool_memory,
+        max_instances: cfg.max_instances,
+    });
+    policy.config().validate()?;
+    let events = Arc::new(EventBus::new());
+    let metrics = Arc::new(Metrics::new());
+    let api_host = match cfg.listen.strip_prefix("unix:") {
+        Some(_) => String::new(),
+        None => format!("http://{}", cfg.listen),
+    };
+    let pool = Pool::new(
+        backend.clone() as Arc<dyn SandboxBackend>,
+        runtimes,
+        policy,
+        Arc::new(MonotonicClock::new()),
+        PoolConfig {
+            charge: cfg.pool_charge,
+            queue_size: cfg.queue_size,
+            pids_max: cfg.pids_max,
+            tmp_bytes: cfg.tmp_size,
+            sample_interval: cfg.sample_interval,
+            api_host,
+        },
+        events.clone(),
+        metrics.clone(),
+    );
+
+    let actions: HashMap<_, _> = registry
+        .all_actions()?
+        .into_iter()
+        .map(|a| ((a.namespace.clone(), a.name.clone()), Arc::new(a)))
+        .collect();
+    tracing::info!("{} action(s) in the registry", actions.len());
+    let state: AppState = Arc::new(State {
+        registry: registry.clone(),
+        key,
+        pool: pool.clone(),
+        events,
+        metrics,
+        actions: RwLock::new(actions),
+        started: Instant::now(),
+        max_payload: cfg.max_payload as usize,
+    });
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let manager = tokio::spawn(pool.clone().run_manager(stop_rx.clone()));
+    let pruner = tokio::spawn(prune_loop(registry, cfg.activation_retention, cfg.activation_max_age, stop_rx));
+
+    let app = crate::api::router(state);
+    let shutdown = async {
+        shutdown_signal().await;
+        tracing::info!("shutting down: removing every instance");
+    };
+    match cfg.listen.strip_prefix("unix:") {
+        Some(path) => {
+            let _ = std::fs::remove_file(path);
+            let listener = tokio::net::UnixListener::bind(path).with_context(|| format!("cannot listen on unix:{path}"))?;
+            tracing::info!("iceboxd listening on unix:{path}");
+            axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+        }
+        None => {
+            let listener = tokio::net::TcpListener::bind(&cfg.listen)
+                .await
+                .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+            tracing::info!("iceboxd listening on http://{}", listener.local_addr()?);
+            axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+        }
+    }
+    let _ = stop_tx.send(true);
+    pool.shutdown().await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        let _ = manager.await;
+        let _ = pruner.await;
+    })
+    .await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("installing a SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+async fn prune_loop(registry: Arc<Registry>, keep: usize, max_age: Duration, mut stop: watch::Receiver<bool>) {
+    loop {
+        let r = registry.clone();
+        let pruned = tokio::task::spawn_blocking(move || r.prune_activations(keep, max_age.as_millis() as u64, crate::now_ms())).await;
+        if let Ok(Ok(n)) = pruned {
+            if n > 0 {
+                tracing::debug!("pruned {n} activation(s)");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// One daemon per state directory: a second one would clean up the first one's instances.
+fn lock_state_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("lock"))?;
+    // SAFETY: flock on an fd we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        anyhow::bail!("another iceboxd is already using the state directory {}", dir.display());
+    }
+    Ok(file)
+}
+
+/// A stable short tag for this state directory (FNV-1a of its path), naming its cgroups.
+fn state_tag(dir: &Path) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in dir.as_os_str().as_encoded_bytes() {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    format!("{:08x}", h as u32)
+}

@@ -1,0 +1,41 @@
+//! Shared daemon state handed to every request handler.
+
+use crate::auth::ApiKey;
+use crate::events::EventBus;
+use crate::metrics::Metrics;
+use crate::pool::Pool;
+use crate::registry::Registry;
+use icebox_core::ActionSpec;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+pub type AppState = Arc<State>;
+
+pub struct State {
+    pub registry: Arc<Registry>,
+    pub key: ApiKey,
+    pub pool: Arc<Pool>,
+    pub events: Arc<EventBus>,
+    pub metrics: Arc<Metrics>,
+    /// Actions by (namespace, name): the warm path must not read code out of SQLite.
+    pub actions: RwLock<HashMap<(String, String), Arc<ActionSpec>>>,
+    pub started: Instant,
+    pub max_payload: usize,
+}
+
+impl State {
+    pub fn action(&self, namespace: &str, name: &str) -> Option<Arc<ActionSpec>> {
+        self.actions.read().unwrap().get(&(namespace.to_string(), name.to_string())).cloned()
+    }
+
+    pub fn cache_action(&self, spec: ActionSpec) -> Arc<ActionSpec> {
+        let spec = Arc::new(spec);
+        self.actions.write().unwrap().insert((spec.namespace.clone(), spec.name.clone()), spec.clone());
+        spec
+    }
+
+    pub fn forget_action(&self, namespace: &str, name: &str) {
+        self.actions.write().unwrap().remove(&(namespace.to_string(), name.to_string()));
+    }
+}
