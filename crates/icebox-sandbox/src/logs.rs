@@ -45,9 +45,14 @@ impl LogCollector {
             }
             let text = String::from_utf8_lossy(&buf);
             let line = text.trim_end_matches(['\n', '\r']);
+            // Output without a final newline puts the sentinel at the end of its last line.
+            let (line, ends_activation) = match line.strip_suffix(SENTINEL) {
+                Some(prefix) => (prefix, true),
+                None => (line, false),
+            };
             let mut inner = self.inner.lock().unwrap();
-            if line == SENTINEL {
-                inner.sentinels[stream] += 1;
+            if line.is_empty() && ends_activation {
+                // Sentinel alone on its line: nothing to keep.
             } else if inner.lines.len() >= MAX_LINES {
                 inner.truncated = true;
             } else {
@@ -61,6 +66,9 @@ impl LogCollector {
                 }
                 let ts = humantime::format_rfc3339_millis(SystemTime::now());
                 inner.lines.push(format!("{ts} {name}: {line}"));
+            }
+            if ends_activation {
+                inner.sentinels[stream] += 1;
             }
             drop(inner);
             self.changed.notify_waiters();
@@ -112,13 +120,14 @@ mod tests {
     #[tokio::test]
     async fn splits_at_sentinels_on_both_streams() {
         let c = LogCollector::new();
-        let out = format!("hello\n{SENTINEL}\nsecond\n{SENTINEL}\n");
+        let out = format!("hello\n{SENTINEL}\nno newline{SENTINEL}\n");
         let err = format!("oops\n{SENTINEL}\n{SENTINEL}\n");
         let marks = c.marks();
         c.pump(out.as_bytes(), 0).await;
         c.pump(err.as_bytes(), 1).await;
         let lines = c.take_after(marks, Duration::from_millis(10)).await;
         assert_eq!(lines.len(), 3);
+        assert!(lines[1].ends_with(" stdout: no newline"));
         assert!(lines[0].ends_with(" stdout: hello"));
         assert!(lines.iter().any(|l| l.ends_with(" stderr: oops")));
         assert_eq!(c.marks(), [2, 2]);

@@ -1,0 +1,121 @@
+"""Request routing and the OpenWhisk /init and /run semantics (see docs/runtime-protocol.md)."""
+
+import _thread
+
+from . import activation, jsoncodec
+from .shutdown import Terminate
+
+ALREADY_INITIALIZED = "Internal error. Cannot initialize the action more than once."
+NOT_INITIALIZED = "Cannot invoke an uninitialized action."
+RECLAIM_NOT_IMPLEMENTED = "reclaim is not implemented by this runtime"
+
+_OK = b'{"ok": true}'
+
+
+class _BadRequest(Exception):
+    pass
+
+
+def _error(status, message):
+    return status, activation.error_body(message), None
+
+
+def _parse_object(body):
+    try:
+        document = jsoncodec.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise _BadRequest("Malformed JSON body: %s" % exc) from None
+    if not isinstance(document, dict):
+        raise _BadRequest("The request body must be a JSON object.")
+    return document
+
+
+class App:
+    def __init__(self, concurrency):
+        self.action = None
+        self._init_lock = _thread.allocate_lock()
+        if concurrency > 1:
+            import threading
+
+            self._run_slots = threading.BoundedSemaphore(concurrency)
+        else:
+            self._run_slots = None
+        self._routes = {
+            "/init": {"POST": self._init},
+            "/run": {"POST": self._run},
+            "/icebox/stats": {"GET": self._stats},
+            "/icebox/reclaim": {"POST": self._reclaim},
+        }
+
+    def handle(self, request):
+        """Return (status, body bytes, extra headers or None) for one request."""
+        methods = self._routes.get(request.path)
+        if methods is None:
+            return _error(404, "Unknown path: %s" % request.path)
+        handler = methods.get(request.method)
+        if handler is None:
+            status, body, _ = _error(405, "Method %s is not allowed on %s."
+                                     % (request.method, request.path))
+            return status, body, (("Allow", ", ".join(methods)),)
+        try:
+            return handler(request)
+        except _BadRequest as exc:
+            return _error(400, str(exc))
+        except (Terminate, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            return _error(500, "Internal error in the Python action proxy: %s"
+                          % activation.describe_exception(exc))
+
+    def _init(self, request):
+        if self.action is not None:
+            return _error(403, ALREADY_INITIALIZED)
+        value = _parse_object(request.body).get("value")
+        if not isinstance(value, dict):
+            raise _BadRequest("The /init body must have a 'value' object.")
+        from . import loader
+
+        with self._init_lock:
+            if self.action is not None:
+                return _error(403, ALREADY_INITIALIZED)
+            try:
+                self.action = loader.load(value)
+            except loader.LoadError as exc:
+                return _error(502, str(exc))
+        return 200, _OK, None
+
+    def _run(self, request):
+        try:
+            status, body = self._activate(request)
+        finally:
+            # Before the response leaves: once iceboxd has the result, the logs are complete.
+            activation.write_sentinels()
+        return status, body, None
+
+    def _activate(self, request):
+        action = self.action
+        if action is None:
+            return 403, activation.error_body(NOT_INITIALIZED)
+        document = _parse_object(request.body)
+        params = document.get("value")
+        if params is None:
+            params = {}
+        elif not isinstance(params, dict):
+            raise _BadRequest("The /run 'value' must be a JSON object.")
+        try:
+            activation.set_activation_env(document)
+        except (ValueError, TypeError) as exc:
+            raise _BadRequest("Invalid activation metadata: %s" % exc) from None
+        if self._run_slots is None:
+            return activation.call(action.entry, params)
+        with self._run_slots:
+            return activation.call(action.entry, params)
+
+    def _stats(self, request):
+        from . import heapstats
+
+        full_gc = request.query_param("gc") in ("1", "true")
+        return 200, jsoncodec.dumps(heapstats.collect(full_gc)), None
+
+    def _reclaim(self, request):
+        return _error(501, RECLAIM_NOT_IMPLEMENTED)

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Installs everything icebox needs on a fresh Debian 12 machine, then builds what `make run`
+# and `make test` use. Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+need_root() {
+  if [ "$(id -u)" -ne 0 ]; then
+    say "not root: cannot apt-get install $*; install it yourself (icebox runs unisolated without root)"
+    return 1
+  fi
+}
+
+apt_packages=()
+command -v crun >/dev/null || apt_packages+=(crun)
+[ -x /usr/bin/tini ] || apt_packages+=(tini)
+command -v mvn >/dev/null || apt_packages+=(maven)
+command -v javac >/dev/null || apt_packages+=(openjdk-17-jdk-headless)
+command -v node >/dev/null || apt_packages+=(nodejs)
+command -v npm >/dev/null || apt_packages+=(npm)
+[ -x /usr/bin/python3 ] || apt_packages+=(python3)
+python3 -c 'import venv, ensurepip' 2>/dev/null || apt_packages+=(python3-venv)
+command -v cc >/dev/null || apt_packages+=(build-essential)
+if [ ${#apt_packages[@]} -gt 0 ] && need_root "${apt_packages[*]}"; then
+  say "apt-get install ${apt_packages[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+  [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+command -v cargo >/dev/null || { say "cargo not found: install Rust (rustup) first"; exit 1; }
+
+# Python virtualenv for test tools (pytest) and, later, the bench harness.
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv"
+  python3 -m venv .venv
+fi
+.venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/pip install -q pytest
+
+# The runtime directory is read-only inside sandboxes: precompile the Python proxy there.
+/usr/bin/python3 -m compileall -q runtimes/python >/dev/null
+
+# Java proxy and Java examples (Maven downloads its plugins and Gson on first use).
+if [ ! -f runtimes/java/target/icebox-java-proxy.jar ] || [ -n "$(find runtimes/java/src runtimes/java/pom.xml -newer runtimes/java/target/icebox-java-proxy.jar 2>/dev/null | head -1)" ]; then
+  say "building the Java proxy"
+  mvn -B -q -f runtimes/java/pom.xml -DskipTests package
+fi
+if [ -x runtimes/java/build-cds.sh ]; then
+  runtimes/java/build-cds.sh
+fi
+if [ ! -f examples/java/target/icebox-examples.jar ] || [ -n "$(find examples/java/src examples/java/pom.xml -newer examples/java/target/icebox-examples.jar 2>/dev/null | head -1)" ]; then
+  say "building the Java examples"
+  mvn -B -q -f examples/java/pom.xml -DskipTests package
+fi
+
+# The real OpenWhisk npm client, for the compatibility test.
+if [ -f tests/integration/openwhisk-client/package.json ] && [ ! -d tests/integration/openwhisk-client/node_modules ]; then
+  say "npm ci (openwhisk client)"
+  (cd tests/integration/openwhisk-client && npm ci --silent --no-audit --no-fund)
+fi
+say "ready"
