@@ -25,6 +25,12 @@ impl RuntimeManifest {
         self.command.iter().map(|a| a.replace("{runtime_dir}", runtime_dir)).collect()
     }
 
+    /// Environment with `{runtime_dir}` replaced, e.g. a PYTHONPATH into the runtime's own
+    /// package directory.
+    pub fn env_for(&self, runtime_dir: &str) -> Vec<(String, String)> {
+        self.env.iter().map(|(k, v)| (k.clone(), v.replace("{runtime_dir}", runtime_dir))).collect()
+    }
+
     pub fn language(&self) -> &str {
         self.kind.split(':').next().unwrap_or(&self.kind)
     }
@@ -93,7 +99,7 @@ mod tests {
         std::fs::create_dir(&py).unwrap();
         std::fs::write(
             py.join("runtime.json"),
-            r#"{"kind":"python:3","aliases":["python:default"],"command":["/usr/bin/python3","{runtime_dir}/proxy.py"]}"#,
+            r#"{"kind":"python:3","aliases":["python:default"],"command":["/usr/bin/python3","{runtime_dir}/proxy.py"],"env":{"PYTHONPATH":"{runtime_dir}/packages"}}"#,
         )
         .unwrap();
         std::fs::create_dir(dir.path().join("empty")).unwrap();
@@ -102,6 +108,7 @@ mod tests {
         assert_eq!(m.kind, "python:3");
         assert_eq!(m.argv("/opt/r"), vec!["/usr/bin/python3", "/opt/r/proxy.py"]);
         assert_eq!(m.language(), "python");
+        assert_eq!(m.env_for("/opt/r"), vec![("PYTHONPATH".to_string(), "/opt/r/packages".to_string())]);
         assert!(rt.resolve("ruby:3").is_none());
     }
 

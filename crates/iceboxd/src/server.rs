@@ -162,8 +162,9 @@ fn lock_state_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
     Ok(file)
 }
 
-/// A stable short tag for this state directory (FNV-1a of its path), naming its cgroups.
-fn state_tag(dir: &Path) -> String {
+/// A stable short tag for this state directory (FNV-1a of its canonical path), naming its
+/// cgroups (`icebox-<tag>`). Public so tests can find what a daemon left behind.
+pub fn state_tag(dir: &Path) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in dir.as_os_str().as_encoded_bytes() {
         h ^= *b as u64;

@@ -177,7 +177,7 @@ impl ProcessBackend {
             .env("ICEBOX_CONCURRENCY", spec.concurrency.to_string())
             .env("TMPDIR", &tmp)
             .env("HOME", &tmp)
-            .envs(spec.runtime.env.iter())
+            .envs(spec.runtime.env_for(&spec.runtime.dir.to_string_lossy()))
             .envs(spec.env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -36,7 +36,7 @@ pub fn config(spec: &InstanceSpec, rootfs: &str, socket_dir: &str) -> Value {
         format!("ICEBOX_PROXY_SOCKET={SOCKET_INSIDE}"),
         format!("ICEBOX_CONCURRENCY={}", spec.concurrency),
     ];
-    env.extend(spec.runtime.env.iter().map(|(k, v)| format!("{k}={v}")));
+    env.extend(spec.runtime.env_for(RUNTIME_MOUNT).into_iter().map(|(k, v)| format!("{k}={v}")));
     env.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
 
     let mut args = vec!["/usr/bin/tini".to_string(), "--".to_string()];

@@ -50,6 +50,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = format!("{:032x}", rand::random::<u128>());
         let mut resp = (self.status, Json(json!({"error": self.message, "code": code}))).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"iceboxd\""));
+        }
         if let Some(secs) = self.retry_after {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }

@@ -30,6 +30,8 @@ pub fn router(state: AppState) -> Router {
         .route("/namespaces/{namespace}/activations/{id}/logs", get(activations::logs));
     let node_api = Router::new()
         .route("/instances", get(node::instances))
+        .route("/instances/{id}", get(node::instance))
+        .route("/instances/{id}/stats", get(node::instance_stats))
         .route("/memory", get(node::memory))
         .route("/events", get(node::events));
     let authenticated = Router::new()

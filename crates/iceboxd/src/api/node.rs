@@ -2,7 +2,8 @@
 
 use super::ApiError;
 use crate::state::AppState;
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
+use crate::pool::ControlError;
 use axum::http::{header, HeaderMap};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
@@ -28,6 +29,43 @@ pub async fn health(State(state): State<AppState>) -> Json<Health> {
 
 pub async fn instances(State(state): State<AppState>) -> Json<Vec<InstanceView>> {
     Json(state.pool.instance_views())
+}
+
+#[derive(Deserialize)]
+pub struct InstanceQuery {
+    fresh: Option<bool>,
+}
+
+pub async fn instance(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<InstanceQuery>,
+) -> Result<Json<InstanceView>, ApiError> {
+    state
+        .pool
+        .instance_view(&id, q.fresh.unwrap_or(false))
+        .await
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("There is no instance '{id}' (it may have been evicted).")))
+}
+
+#[derive(Deserialize)]
+pub struct StatsQuery {
+    gc: Option<String>,
+}
+
+/// The runtime's heap statistics (its /icebox/stats), optionally after a full collection.
+pub async fn instance_stats(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<StatsQuery>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let gc = matches!(q.gc.as_deref(), Some("1") | Some("true"));
+    let path = if gc { "/icebox/stats?gc=1" } else { "/icebox/stats" };
+    state.pool.runtime_get(&id, path).await.map(Json).map_err(|e| match e {
+        ControlError::NotFound(_) => ApiError::not_found(format!("There is no instance '{id}' (it may have been evicted).")),
+        other => ApiError::new(axum::http::StatusCode::BAD_GATEWAY, format!("heap statistics of instance '{id}': {other}")),
+    })
 }
 
 pub async fn memory(State(state): State<AppState>) -> Json<MemoryView> {

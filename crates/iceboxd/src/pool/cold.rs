@@ -72,7 +72,7 @@ impl Pool {
             fqn: fqn.clone(),
             sandbox,
             created: t0,
-            frozen: Mutex::new(false),
+            frozen: tokio::sync::Mutex::new(false),
             measured: Mutex::new(Measured::default()),
         });
         let ready_memory = instance.measure(self.clock.now_ms());

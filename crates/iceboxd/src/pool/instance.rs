@@ -13,9 +13,10 @@ pub struct Instance {
     pub fqn: String,
     pub sandbox: Arc<dyn Sandbox>,
     pub created: Instant,
-    /// Whether the processes are frozen right now. Held while freezing/thawing so a thaw
-    /// never overtakes the freeze it must undo.
-    pub frozen: Mutex<bool>,
+    /// Whether the processes are frozen right now. Held while freezing/thawing (and while a
+    /// control request such as heap stats thaws it briefly), so a thaw never overtakes the
+    /// freeze it must undo.
+    pub frozen: tokio::sync::Mutex<bool>,
     pub measured: Mutex<Measured>,
 }
 
@@ -46,8 +47,8 @@ impl Instance {
     }
 
     /// Thaw if frozen; returns how long the thaw took when one was needed.
-    pub fn ensure_thawed(&self) -> std::io::Result<Option<std::time::Duration>> {
-        let mut frozen = self.frozen.lock().unwrap();
+    pub async fn ensure_thawed(&self) -> std::io::Result<Option<std::time::Duration>> {
+        let mut frozen = self.frozen.lock().await;
         if !*frozen {
             return Ok(None);
         }

@@ -63,7 +63,7 @@ impl Pool {
     async fn freeze(&self, id: &str) {
         let Some(instance) = self.inner.lock().unwrap().slots.get(id).map(|s| s.instance.clone()) else { return };
         let took = {
-            let mut frozen = instance.frozen.lock().unwrap();
+            let mut frozen = instance.frozen.lock().await;
             {
                 let mut inner = self.inner.lock().unwrap();
                 match inner.slots.get_mut(id) {

@@ -4,10 +4,12 @@
 //! keeps the books and acts through the sandbox backend.
 
 mod cold;
+mod control;
 mod instance;
 mod manager;
 mod view;
 
+pub use control::ControlError;
 pub use instance::{Instance, Measured};
 
 use crate::events::EventBus;
@@ -198,7 +200,7 @@ impl Pool {
         }
         match result {
             Acquired::Warm(instance) => {
-                match instance.ensure_thawed() {
+                match instance.ensure_thawed().await {
                     Ok(Some(took)) => {
                         self.metrics.thaw_seconds.observe(took.as_secs_f64());
                         self.events.emit(&instance.id, &instance.fqn, EventKind::Thawed, None, Some(format!("{} us", took.as_micros())));

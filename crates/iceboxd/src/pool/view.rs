@@ -1,38 +1,53 @@
 //! Read-only views of the pool for the node API.
 
+use super::instance::Slot;
 use super::Pool;
 use icebox_core::api::{InstanceView, MemoryView, StateMemory};
 use icebox_core::{InstanceState, MemoryStats};
 use std::collections::BTreeMap;
 
 impl Pool {
+    fn view_of(&self, s: &Slot, now: icebox_policy::Millis) -> InstanceView {
+        let measured = s.instance.last_measured();
+        InstanceView {
+            id: s.instance.id.clone(),
+            action: s.instance.fqn.clone(),
+            kind: s.instance.action.exec.kind.clone(),
+            state: s.state,
+            pids: measured.pids,
+            age_ms: s.instance.created.elapsed().as_millis() as u64,
+            idle_ms: s.state.is_kept_alive().then(|| now.saturating_sub(s.idle_since)),
+            invocations: s.invocations,
+            in_flight: s.in_flight,
+            memory_limit: s.instance.action.limits.memory_bytes(),
+            memory: measured.memory,
+            charged: if s.state.is_kept_alive() { self.charge_of(s) } else { 0 },
+            measured_at_ms: measured.at_ms,
+        }
+    }
+
+    /// Oldest first.
     pub fn instance_views(&self) -> Vec<InstanceView> {
         let inner = self.inner.lock().unwrap();
         let now = self.clock.now_ms();
-        let mut views: Vec<InstanceView> = inner
-            .slots
-            .values()
-            .map(|s| {
-                let measured = s.instance.last_measured();
-                InstanceView {
-                    id: s.instance.id.clone(),
-                    action: s.instance.fqn.clone(),
-                    kind: s.instance.action.exec.kind.clone(),
-                    state: s.state,
-                    pids: measured.pids,
-                    age_ms: s.instance.created.elapsed().as_millis() as u64,
-                    idle_ms: s.state.is_kept_alive().then(|| now.saturating_sub(s.idle_since)),
-                    invocations: s.invocations,
-                    in_flight: s.in_flight,
-                    memory_limit: s.instance.action.limits.memory_bytes(),
-                    memory: measured.memory,
-                    charged: if s.state.is_kept_alive() { self.charge_of(s) } else { 0 },
-                    measured_at_ms: measured.at_ms,
-                }
-            })
-            .collect();
+        let mut views: Vec<InstanceView> = inner.slots.values().map(|s| self.view_of(s, now)).collect();
         views.sort_by(|a, b| b.age_ms.cmp(&a.age_ms).then(a.id.cmp(&b.id)));
         views
+    }
+
+    /// One instance; with `fresh`, its memory is measured now rather than at the last sample.
+    pub async fn instance_view(&self, id: &str, fresh: bool) -> Option<InstanceView> {
+        if fresh {
+            let instance = self.instance(id)?;
+            let now = self.clock.now_ms();
+            tokio::task::spawn_blocking(move || instance.measure(now)).await.ok()?;
+        }
+        let inner = self.inner.lock().unwrap();
+        inner.slots.get(id).map(|s| self.view_of(s, self.clock.now_ms()))
+    }
+
+    pub fn instance(&self, id: &str) -> Option<std::sync::Arc<super::Instance>> {
+        self.inner.lock().unwrap().slots.get(id).map(|s| s.instance.clone())
     }
 
     pub fn memory_view(&self) -> MemoryView {
