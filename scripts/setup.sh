@@ -21,6 +21,7 @@ command -v node >/dev/null || apt_packages+=(nodejs)
 command -v npm >/dev/null || apt_packages+=(npm)
 [ -x /usr/bin/python3 ] || apt_packages+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || apt_packages+=(python3-venv)
+/usr/bin/python3 -m pip --version >/dev/null 2>&1 || apt_packages+=(python3-pip)
 command -v cc >/dev/null || apt_packages+=(build-essential)
 if [ ${#apt_packages[@]} -gt 0 ] && need_root "${apt_packages[*]}"; then
   say "apt-get install ${apt_packages[*]}"
@@ -40,6 +41,25 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/pip install -q pytest
+
+# Packages the benchmark functions import, installed inside each runtime's directory (the
+# only host directory a sandbox sees besides /usr and /etc); runtime.json points
+# PYTHONPATH / NODE_PATH there. A stamp file skips the install when nothing changed.
+if [ -f functions/python/requirements.txt ] && ! cmp -s functions/python/requirements.txt runtimes/python/packages/.installed; then
+  say "installing Python function packages into runtimes/python/packages"
+  rm -rf runtimes/python/packages
+  /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --target runtimes/python/packages -r functions/python/requirements.txt
+  cp functions/python/requirements.txt runtimes/python/packages/.installed
+fi
+if [ -f functions/nodejs/package.json ] && ! cmp -s functions/nodejs/package.json runtimes/nodejs/packages/.installed; then
+  say "installing Node.js function packages into runtimes/nodejs/packages"
+  rm -rf runtimes/nodejs/packages && mkdir -p runtimes/nodejs/packages
+  cp functions/nodejs/package.json runtimes/nodejs/packages/
+  [ -f functions/nodejs/package-lock.json ] && cp functions/nodejs/package-lock.json runtimes/nodejs/packages/
+  (cd runtimes/nodejs/packages && if [ -f package-lock.json ]; then npm ci --omit=dev --no-audit --no-fund --silent; else npm install --omit=dev --no-audit --no-fund --silent; fi)
+  cp functions/nodejs/package.json runtimes/nodejs/packages/.installed
+fi
 
 # The runtime directory is read-only inside sandboxes: precompile the Python proxy there.
 /usr/bin/python3 -m compileall -q runtimes/python >/dev/null
