@@ -8,6 +8,7 @@ pub mod events;
 pub mod invoker;
 pub mod metrics;
 pub mod pool;
+pub mod recorder;
 pub mod registry;
 pub mod server;
 pub mod state;

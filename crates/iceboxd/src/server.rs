@@ -82,6 +82,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     tracing::info!("{} action(s) in the registry", actions.len());
     let state: AppState = Arc::new(State {
         registry: registry.clone(),
+        recorder: crate::recorder::Recorder::start(registry.clone()),
         key,
         pool: pool.clone(),
         events,
@@ -95,7 +96,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let manager = tokio::spawn(pool.clone().run_manager(stop_rx.clone()));
     let pruner = tokio::spawn(prune_loop(registry, cfg.activation_retention, cfg.activation_max_age, stop_rx));
 
-    let app = crate::api::router(state);
+    let app = crate::api::router(state.clone());
     let shutdown = async {
         shutdown_signal().await;
         tracing::info!("shutting down: removing every instance");
@@ -117,6 +118,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     }
     let _ = stop_tx.send(true);
     pool.shutdown().await;
+    state.recorder.flush_and_stop();
     let _ = tokio::time::timeout(Duration::from_secs(2), async {
         let _ = manager.await;
         let _ = pruner.await;

@@ -14,6 +14,7 @@ pub type AppState = Arc<State>;
 
 pub struct State {
     pub registry: Arc<Registry>,
+    pub recorder: crate::recorder::Recorder,
     pub key: ApiKey,
     pub pool: Arc<Pool>,
     pub events: Arc<EventBus>,
