@@ -12,6 +12,8 @@ pub type InstanceId = String;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InstanceState {
+    /// A runtime started ahead of demand, not yet given an action (a "stem cell").
+    Prewarmed,
     Creating,
     Initializing,
     Running,
@@ -21,7 +23,8 @@ pub enum InstanceState {
 }
 
 impl InstanceState {
-    pub const ALL: [InstanceState; 6] = [
+    pub const ALL: [InstanceState; 7] = [
+        InstanceState::Prewarmed,
         InstanceState::Creating,
         InstanceState::Initializing,
         InstanceState::Running,
@@ -32,6 +35,7 @@ impl InstanceState {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            InstanceState::Prewarmed => "prewarmed",
             InstanceState::Creating => "creating",
             InstanceState::Initializing => "initializing",
             InstanceState::Running => "running",
@@ -52,6 +56,7 @@ impl InstanceState {
         match (self, next) {
             (Evicted, _) => false,
             (_, Evicted) => true,
+            (Prewarmed, Initializing) => true,
             (Creating, Initializing) => true,
             (Initializing, Running) => true,
             (Running, Idle) | (Running, Running) => true,

@@ -82,9 +82,20 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_MAX_PAYLOAD", default_value = "5MiB", value_parser = parse_size)]
     pub max_payload: u64,
 
+    /// Runtimes started ahead of demand, per kind (KIND=COUNT,…, or `none`): a cold start of
+    /// an action of that kind then only pays /init.
+    #[arg(long, env = "ICEBOX_PREWARM", default_value = "python:3=1,nodejs:20=1,java:17=1", value_parser = parse_prewarm_flag)]
+    pub prewarm: PrewarmSpec,
+
     /// Log format: text or json.
     #[arg(long, env = "ICEBOX_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
+}
+
+pub type PrewarmSpec = Vec<(String, usize)>;
+
+fn parse_prewarm_flag(s: &str) -> Result<PrewarmSpec, String> {
+    crate::pool::parse_prewarm(s)
 }
 
 pub fn parse_size(s: &str) -> Result<u64, String> {

@@ -69,6 +69,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             tmp_bytes: cfg.tmp_size,
             sample_interval: cfg.sample_interval,
             api_host,
+            prewarm: cfg.prewarm.iter().filter(|(_, n)| *n > 0).cloned().collect(),
         },
         events.clone(),
         metrics.clone(),
@@ -93,6 +94,12 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     });
 
     let (stop_tx, stop_rx) = watch::channel(false);
+    for (kind, _) in &cfg.prewarm {
+        if pool.runtimes().resolve(kind).is_none() {
+            anyhow::bail!("--prewarm names the kind '{kind}', which is not installed");
+        }
+    }
+    pool.refill_prewarm();
     let manager = tokio::spawn(pool.clone().run_manager(stop_rx.clone()));
     let pruner = tokio::spawn(prune_loop(registry, cfg.activation_retention, cfg.activation_max_age, stop_rx));
 

@@ -40,7 +40,7 @@ impl Pool {
         }
     }
 
-    async fn start_instance(&self, action: &Arc<ActionSpec>) -> Result<(Arc<Instance>, u64), AcquireError> {
+    async fn start_instance(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Result<(Arc<Instance>, u64), AcquireError> {
         let t0 = Instant::now();
         let fqn = action.fqn();
         let runtime = self
@@ -48,7 +48,8 @@ impl Pool {
             .resolve(&action.exec.kind)
             .ok_or_else(|| AcquireError::Start(format!("runtime kind {} is not installed on this node", action.exec.kind)))?
             .clone();
-        let id = new_instance_id(&action.name);
+        let stem_cell = self.take_stem_cell(action).await;
+        let id = stem_cell.as_ref().map(|s| s.id().to_string()).unwrap_or_else(|| new_instance_id(&action.name));
         let network = action.annotation("icebox.network").and_then(|v| v.as_bool()).unwrap_or(false);
         let spec = InstanceSpec {
             id: id.clone(),
@@ -61,11 +62,17 @@ impl Pool {
             network,
             env: vec![("__OW_API_HOST".to_string(), self.cfg.api_host.clone())],
         };
-        self.events.emit(&id, &fqn, EventKind::Created, None, None);
-        let sandbox = self.backend.start(spec).await.map_err(|e| {
-            self.events.emit(&id, &fqn, EventKind::Evicted, None, Some(format!("start failed: {e}")));
-            AcquireError::Start(format!("cannot start the {} runtime: {e}", action.exec.kind))
-        })?;
+        let prewarmed = stem_cell.is_some();
+        let sandbox = match stem_cell {
+            Some(sandbox) => sandbox,
+            None => {
+                self.events.emit(&id, &fqn, EventKind::Created, None, None);
+                self.backend.start(spec).await.map_err(|e| {
+                    self.events.emit(&id, &fqn, EventKind::Evicted, None, Some(format!("start failed: {e}")));
+                    AcquireError::Start(format!("cannot start the {} runtime: {e}", action.exec.kind))
+                })?
+            }
+        };
         let instance = Arc::new(Instance {
             id: id.clone(),
             action: action.clone(),
@@ -76,7 +83,8 @@ impl Pool {
             measured: Mutex::new(Measured::default()),
         });
         let ready_memory = instance.measure(self.clock.now_ms());
-        self.events.emit(&id, &fqn, EventKind::RuntimeReady, Some(ready_memory), None);
+        let origin = prewarmed.then(|| "prewarmed".to_string());
+        self.events.emit(&id, &fqn, EventKind::RuntimeReady, Some(ready_memory), origin);
 
         let t_init = Instant::now();
         let init = self.init(&instance).await;

@@ -7,10 +7,12 @@ mod cold;
 mod control;
 mod instance;
 mod manager;
+mod prewarm;
 mod view;
 
 pub use control::ControlError;
 pub use instance::{Instance, Measured};
+pub use prewarm::parse_prewarm;
 
 use crate::events::EventBus;
 use crate::metrics::{Metrics, ReasonLabel};
@@ -31,6 +33,8 @@ pub struct PoolConfig {
     pub tmp_bytes: u64,
     pub sample_interval: Duration,
     pub api_host: String,
+    /// Prewarmed runtimes to keep ready: (kind, count).
+    pub prewarm: Vec<(String, usize)>,
 }
 
 /// Why an invocation could not get an instance.
@@ -106,6 +110,7 @@ pub struct Pool {
     /// Wakes queued invocations (capacity may have appeared).
     capacity: Notify,
     waiting: AtomicUsize,
+    prewarmed: prewarm::PrewarmState,
     events: Arc<EventBus>,
     metrics: Arc<Metrics>,
 }
@@ -131,6 +136,7 @@ impl Pool {
             manager_wake: Notify::new(),
             capacity: Notify::new(),
             waiting: AtomicUsize::new(0),
+            prewarmed: Default::default(),
             events,
             metrics,
         })
@@ -358,6 +364,7 @@ impl Pool {
             inner.slots.keys().cloned().collect()
         };
         self.capacity.notify_waiters();
+        self.drain_stem_cells().await;
         futures::future::join_all(ids.iter().map(|id| self.evict(id, EvictReason::Shutdown))).await;
         self.backend.shutdown().await;
     }

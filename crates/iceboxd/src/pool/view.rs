@@ -31,6 +31,7 @@ impl Pool {
         let inner = self.inner.lock().unwrap();
         let now = self.clock.now_ms();
         let mut views: Vec<InstanceView> = inner.slots.values().map(|s| self.view_of(s, now)).collect();
+        views.extend(self.stem_cell_views());
         views.sort_by(|a, b| b.age_ms.cmp(&a.age_ms).then(a.id.cmp(&b.id)));
         views
     }
@@ -69,6 +70,13 @@ impl Pool {
                 charged += self.charge_of(slot);
             }
         }
+        drop(inner);
+        for cell in self.stem_cell_views() {
+            let entry = by_state.entry(cell.state.as_str().to_string()).or_insert(StateMemory { instances: 0, memory: MemoryStats::default() });
+            entry.instances += 1;
+            entry.memory.add(&cell.memory);
+            total.add(&cell.memory);
+        }
         MemoryView {
             budget: self.policy.config().budget_bytes,
             charge_mode: self.cfg.charge,
@@ -81,5 +89,9 @@ impl Pool {
 
     pub fn instance_count(&self) -> usize {
         self.inner.lock().unwrap().slots.len()
+    }
+
+    pub fn prewarmed_count(&self) -> usize {
+        self.prewarmed.lock().unwrap().ready.values().map(Vec::len).sum()
     }
 }

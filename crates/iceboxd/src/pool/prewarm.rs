@@ -1,0 +1,203 @@
+//! Prewarmed runtimes ("stem cells", as OpenWhisk calls them): for each configured kind a few
+//! sandboxes are started ahead of demand, their proxy listening and the whole sandbox frozen.
+//! A cold start of an action that fits (intra-instance concurrency 1, no network) takes one,
+//! sets the action's memory limit, thaws it and only pays /init; a replacement starts in the
+//! background. Stem cells are not charged against the keep-alive budget or max_instances:
+//! their number is the configured count.
+
+use super::Pool;
+use icebox_core::api::InstanceView;
+use icebox_core::{ActionSpec, EventKind, InstanceState, MemoryStats};
+use icebox_sandbox::{InstanceSpec, Sandbox};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// The memory limit a stem cell runs under until an action takes it.
+const STEM_CELL_LIMIT: u64 = 256 << 20;
+
+pub(super) struct StemCell {
+    pub sandbox: Arc<dyn Sandbox>,
+    pub kind: String,
+    pub created: Instant,
+    pub memory: MemoryStats,
+    pub pids: Vec<u32>,
+    pub measured_at_ms: u64,
+}
+
+#[derive(Default)]
+pub(super) struct Prewarmed {
+    /// Kind → ready, frozen stem cells.
+    pub ready: HashMap<String, Vec<StemCell>>,
+    /// Kind → stem cells being started.
+    pub starting: HashMap<String, usize>,
+}
+
+pub(super) type PrewarmState = Mutex<Prewarmed>;
+
+impl Pool {
+    /// Start stem cells until every configured kind has its count (in the background).
+    pub fn refill_prewarm(self: &Arc<Self>) {
+        for (kind, target) in self.cfg.prewarm.clone() {
+            let missing = {
+                let mut pw = self.prewarmed.lock().unwrap();
+                if self.inner.lock().unwrap().shutting_down {
+                    return;
+                }
+                let have = pw.ready.get(&kind).map_or(0, Vec::len) + pw.starting.get(&kind).copied().unwrap_or(0);
+                let missing = target.saturating_sub(have);
+                *pw.starting.entry(kind.clone()).or_default() += missing;
+                missing
+            };
+            for _ in 0..missing {
+                let pool = self.clone();
+                let kind = kind.clone();
+                tokio::spawn(async move { pool.start_stem_cell(kind).await });
+            }
+        }
+    }
+
+    async fn start_stem_cell(self: Arc<Self>, kind: String) {
+        let cell = self.create_stem_cell(&kind).await;
+        let unwanted = {
+            let mut pw = self.prewarmed.lock().unwrap();
+            if let Some(n) = pw.starting.get_mut(&kind) {
+                *n = n.saturating_sub(1);
+            }
+            match cell {
+                Some(cell) if !self.inner.lock().unwrap().shutting_down => {
+                    pw.ready.entry(kind).or_default().push(cell);
+                    None
+                }
+                other => other,
+            }
+        };
+        if let Some(cell) = unwanted {
+            cell.sandbox.destroy().await;
+        }
+    }
+
+    async fn create_stem_cell(&self, kind: &str) -> Option<StemCell> {
+        let runtime = self.runtimes.resolve(kind)?.clone();
+        let id = format!("{}-{:08x}", runtime.language(), rand::random::<u32>());
+        let label = format!("(prewarm {kind})");
+        let spec = InstanceSpec {
+            id: id.clone(),
+            action: label.clone(),
+            runtime,
+            memory_limit_bytes: STEM_CELL_LIMIT,
+            pids_max: self.cfg.pids_max,
+            tmp_bytes: self.cfg.tmp_bytes,
+            concurrency: 1,
+            network: false,
+            env: vec![("__OW_API_HOST".to_string(), self.cfg.api_host.clone())],
+        };
+        let created = Instant::now();
+        self.events.emit(&id, &label, EventKind::Created, None, None);
+        let sandbox = match self.backend.start(spec).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(kind, "cannot prewarm a runtime: {e}");
+                self.events.emit(&id, &label, EventKind::Evicted, None, Some(format!("start failed: {e}")));
+                return None;
+            }
+        };
+        let pids = sandbox.pids();
+        let memory = sandbox.memory();
+        self.events.emit(&id, &label, EventKind::RuntimeReady, Some(memory), None);
+        if let Err(e) = sandbox.freeze() {
+            tracing::warn!(kind, "cannot freeze a prewarmed runtime: {e}");
+            sandbox.destroy().await;
+            return None;
+        }
+        self.events.emit(&id, &label, EventKind::Frozen, Some(memory), None);
+        Some(StemCell { sandbox, kind: kind.to_string(), created, memory, pids, measured_at_ms: crate::now_ms() })
+    }
+
+    /// A ready stem cell for this action, thawed and limited to the action's memory.
+    pub(super) async fn take_stem_cell(self: &Arc<Self>, action: &ActionSpec) -> Option<Arc<dyn Sandbox>> {
+        let fits = action.limits.concurrency == 1
+            && !action.annotation("icebox.network").and_then(|v| v.as_bool()).unwrap_or(false);
+        if !fits {
+            return None;
+        }
+        let cell = self.prewarmed.lock().unwrap().ready.get_mut(&action.exec.kind)?.pop()?;
+        self.refill_prewarm();
+        let ready = cell.sandbox.set_memory_limit(action.limits.memory_bytes()).and_then(|_| cell.sandbox.thaw());
+        match ready {
+            Ok(()) => Some(cell.sandbox),
+            Err(e) => {
+                // Its current usage may exceed a small limit, or the freezer failed: not usable.
+                tracing::warn!(instance = %cell.sandbox.id(), "prewarmed runtime unusable: {e}");
+                cell.sandbox.destroy().await;
+                None
+            }
+        }
+    }
+
+    pub(super) fn stem_cell_views(&self) -> Vec<InstanceView> {
+        let pw = self.prewarmed.lock().unwrap();
+        pw.ready
+            .values()
+            .flatten()
+            .map(|c| InstanceView {
+                id: c.sandbox.id().to_string(),
+                action: String::new(),
+                kind: c.kind.clone(),
+                state: InstanceState::Prewarmed,
+                pids: c.pids.clone(),
+                age_ms: c.created.elapsed().as_millis() as u64,
+                idle_ms: None,
+                invocations: 0,
+                in_flight: 0,
+                memory_limit: STEM_CELL_LIMIT,
+                memory: c.memory,
+                charged: 0,
+                measured_at_ms: c.measured_at_ms,
+            })
+            .collect()
+    }
+
+    /// Destroy every stem cell (shutdown).
+    pub(super) async fn drain_stem_cells(&self) {
+        // Stem cells still starting destroy themselves once they see the shutdown; wait for
+        // them so none outlives the daemon.
+        let deadline = Instant::now() + std::time::Duration::from_secs(60);
+        while self.prewarmed.lock().unwrap().starting.values().sum::<usize>() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let cells: Vec<StemCell> = self.prewarmed.lock().unwrap().ready.drain().flat_map(|(_, v)| v).collect();
+        futures::future::join_all(cells.iter().map(|c| c.sandbox.destroy())).await;
+    }
+}
+
+/// `python:3=1,nodejs:20=2` → [(kind, count)]; `none` or empty → nothing.
+pub fn parse_prewarm(s: &str) -> Result<Vec<(String, usize)>, String> {
+    let s = s.trim();
+    if s.is_empty() || s == "none" {
+        return Ok(Vec::new());
+    }
+    s.split(',')
+        .map(|item| {
+            let (kind, n) = item
+                .trim()
+                .rsplit_once('=')
+                .ok_or_else(|| format!("'{item}' is not KIND=COUNT (e.g. python:3=1)"))?;
+            let n = n.parse::<usize>().map_err(|e| format!("'{item}': bad count: {e}"))?;
+            Ok((kind.trim().to_string(), n))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_prewarm;
+
+    #[test]
+    fn prewarm_specs() {
+        assert_eq!(parse_prewarm("python:3=1,nodejs:20=2").unwrap(), vec![("python:3".into(), 1), ("nodejs:20".into(), 2)]);
+        assert!(parse_prewarm("none").unwrap().is_empty());
+        assert!(parse_prewarm("python:3").is_err());
+        assert!(parse_prewarm("python:3=x").is_err());
+    }
+}
