@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 
-.PHONY: setup build run test test-rust test-runtimes bench clean
+.PHONY: setup build run test test-rust test-runtimes test-functions test-bench bench bench-frozen-garbage clean
 
 setup:
 	@scripts/setup.sh
@@ -14,7 +14,7 @@ run: build
 	@scripts/run.sh
 
 test: build
-	$(MAKE) --no-print-directory test-rust test-runtimes
+	$(MAKE) --no-print-directory test-rust test-runtimes test-functions test-bench
 
 test-rust:
 	$(CARGO) test --release --workspace
@@ -22,10 +22,22 @@ test-rust:
 test-runtimes:
 	.venv/bin/python -m pytest -q runtimes/python/tests
 	node --test runtimes/nodejs/test/
-	mvn -B -q -f runtimes/java/pom.xml test
+	mvn -B -f runtimes/java/pom.xml test
+
+test-functions:
+	.venv/bin/python -m pytest -q functions/python/tests
+	node --test functions/nodejs/test/
+	mvn -B -f functions/java/pom.xml test
+
+test-bench:
+	.venv/bin/python -m pytest -q bench/tests
+	python3 -m unittest discover -s bench/node -p 'test_*.py'
 
 bench: build
 	python3 bench/node/run_all.py --out docs/performance.md
+
+bench-frozen-garbage: build
+	.venv/bin/icebox-bench run frozen-garbage --out runs/frozen-garbage
 
 clean:
 	$(CARGO) clean

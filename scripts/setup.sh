@@ -41,6 +41,10 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/pip install -q pytest
+if [ ! -f .venv/.icebox-bench-installed ] || [ bench/pyproject.toml -nt .venv/.icebox-bench-installed ]; then
+  say "installing the bench harness (icebox-bench)"
+  .venv/bin/pip install -q -e bench && touch .venv/.icebox-bench-installed
+fi
 
 # Packages the benchmark functions import, installed inside each runtime's directory (the
 # only host directory a sandbox sees besides /usr and /etc); runtime.json points
@@ -71,6 +75,10 @@ if [ ! -f runtimes/java/target/icebox-java-proxy.jar ] || [ -n "$(find runtimes/
 fi
 if [ -x runtimes/java/build-cds.sh ]; then
   runtimes/java/build-cds.sh
+fi
+if [ ! -f functions/java/target/icebox-functions.jar ] || [ -n "$(find functions/java/src functions/java/pom.xml -newer functions/java/target/icebox-functions.jar 2>/dev/null | head -1)" ]; then
+  say "building the Java benchmark functions"
+  mvn -B -q -f functions/java/pom.xml -DskipTests package
 fi
 if [ ! -f examples/java/target/icebox-examples.jar ] || [ -n "$(find examples/java/src examples/java/pom.xml -newer examples/java/target/icebox-examples.jar 2>/dev/null | head -1)" ]; then
   say "building the Java examples"

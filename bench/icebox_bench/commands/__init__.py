@@ -1,0 +1,1 @@
+"""One module per `icebox-bench` subcommand; each has `add_parser(subparsers)`."""

@@ -1,0 +1,1 @@
+"""The frozen-garbage characterization (Desiccant §3.1): protocol, analysis, rendering."""

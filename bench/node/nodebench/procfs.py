@@ -1,0 +1,72 @@
+"""Process facts from /proc: memory, CPU time, and identity checks that survive pid reuse."""
+
+from __future__ import annotations
+
+import os
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _status_kib(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(f"{field} not in /proc/{pid}/status")
+
+
+def rss_bytes(pid: int) -> int:
+    """VmRSS of one process."""
+    return _status_kib(pid, "VmRSS") * 1024
+
+
+def uss_bytes(pid: int) -> int:
+    """Private_Clean + Private_Dirty from smaps_rollup (what the process alone holds)."""
+    total = 0
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # Fields after the command: state is index 0, utime 11, stime 12.
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def start_time(pid: int) -> int | None:
+    """Start time in clock ticks since boot, or None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def identity(pid: int) -> tuple[int, int] | None:
+    """(pid, start time): still the same process later only if both match."""
+    started = start_time(pid)
+    return None if started is None else (pid, started)
+
+
+def still_running(ident: tuple[int, int]) -> bool:
+    return start_time(ident[0]) == ident[1]
+
+
+def mounts_under(path: str) -> list[str]:
+    """Mount points at or below `path` in this mount namespace."""
+    prefix = os.path.realpath(path).rstrip("/") + "/"
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].replace("\\040", " ")
+            if (point + "/").startswith(prefix):
+                found.append(point)
+    return found
