@@ -105,12 +105,7 @@ pub async fn invoke(state: &AppState, inv: Invocation) -> ActivationRecord {
         .get_or_create(&StartLabel { start: start_kind.into() })
         .observe(inv.arrived.elapsed().as_secs_f64());
 
-    let registry = state.registry.clone();
-    let stored = record.clone();
-    let insert = tokio::task::spawn_blocking(move || registry.insert_activation(&stored)).await;
-    if !matches!(insert, Ok(Ok(()))) {
-        tracing::error!(activation = %record.activation_id, "cannot store the activation record: {insert:?}");
-    }
+    state.recorder.record(record.clone());
     record
 }
 
@@ -172,11 +167,19 @@ async fn run(state: &AppState, inv: &Invocation, lease: Lease) -> Outcome_ {
     Outcome_ { status, result, timed_out, logs }
 }
 
+/// The proxies' answer (502 `{error}`) when the action's result is not a JSON object
+/// (docs/runtime-protocol.md): Python and Java, then Node.js.
+const NOT_AN_OBJECT: [&str; 2] = ["The action did not return a dictionary.", "The action did not return an object."];
+
 /// OpenWhisk's rules: 200 with a JSON object is success; an `{error}` object from the proxy is
-/// an application error; anything else is the developer's fault.
+/// an application error, unless it is the proxy saying the result was not an object; anything
+/// else is the developer's fault.
 fn classify_reply(reply: &RuntimeReply) -> (ActivationStatus, Value) {
     match (reply.status, reply.json()) {
         (200, Some(v @ Value::Object(_))) => (ActivationStatus::Success, v),
+        (_, Some(Value::Object(o))) if o.get("error").and_then(Value::as_str).is_some_and(|e| NOT_AN_OBJECT.contains(&e)) => {
+            (ActivationStatus::DeveloperError, Value::Object(o))
+        }
         (_, Some(Value::Object(o))) if o.contains_key("error") => (ActivationStatus::ApplicationError, Value::Object(o)),
         (200, _) => (ActivationStatus::DeveloperError, json!({"error": "The action did not return a dictionary."})),
         (code, _) => (
@@ -227,6 +230,10 @@ mod tests {
         let (s, r) = classify_reply(&reply(502, r#"{"error":"boom"}"#));
         assert_eq!((s, r["error"].as_str()), (ActivationStatus::ApplicationError, Some("boom")));
         assert_eq!(classify_reply(&reply(200, "[1,2]")).0, ActivationStatus::DeveloperError);
+        for proxy_says in NOT_AN_OBJECT {
+            let (s, r) = classify_reply(&reply(502, &json!({ "error": proxy_says }).to_string()));
+            assert_eq!((s, r["error"].as_str()), (ActivationStatus::DeveloperError, Some(proxy_says)));
+        }
         assert_eq!(classify_reply(&reply(500, "not json")).0, ActivationStatus::DeveloperError);
     }
 

@@ -53,6 +53,9 @@ pub async fn list(State(state): State<AppState>, Path(namespace): Path<String>, 
 
 async fn fetch(state: &AppState, namespace: &str, id: &str) -> Result<ActivationRecord, ApiError> {
     let namespace = resolve_namespace(state, namespace)?;
+    if let Some(record) = state.recorder.pending(&namespace, id) {
+        return Ok(record);
+    }
     let registry = state.registry.clone();
     let lookup = id.to_string();
     let found = tokio::task::spawn_blocking(move || registry.get_activation(&namespace, &lookup)).await??;

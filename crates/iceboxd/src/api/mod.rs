@@ -10,12 +10,16 @@ mod node;
 pub use error::ApiError;
 
 use crate::state::AppState;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use bytes::BytesMut;
+use futures::StreamExt;
+use std::time::Duration;
 
 pub fn router(state: AppState) -> Router {
     let openwhisk = Router::new()
@@ -46,7 +50,47 @@ pub fn router(state: AppState) -> Router {
         // Our own limit check answers 413 in OpenWhisk's error shape; this only stops axum's
         // smaller default from interfering.
         .layer(DefaultBodyLimit::max(state.max_payload + 1))
+        .layer(middleware::from_fn_with_state(state.clone(), read_body))
         .with_state(state)
+}
+
+/// How much of an oversized body is read and thrown away, and for how long, so that its
+/// client gets to read the 413.
+const DRAIN_MAX: usize = 64 << 20;
+const DRAIN_TIME: Duration = Duration::from_secs(10);
+
+/// Reads every request body (up to the payload limit) before anything answers. A reply sent
+/// while the client is still writing its body reaches it as a broken pipe rather than as the
+/// reply, and unread body bytes make hyper close a keep-alive connection the client is about
+/// to reuse: both happened for 413 and for 401 (which refuses before reading).
+async fn read_body(State(state): State<AppState>, req: Request, next: Next) -> Result<Response, ApiError> {
+    let (parts, body) = req.into_parts();
+    let limit = state.max_payload;
+    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > DRAIN_MAX as u64) {
+        // Too big to be worth reading just to be polite.
+        return Err(ApiError::too_large(limit));
+    }
+    let mut stream = body.into_data_stream();
+    let mut kept = BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("cannot read the request body: {e}")))?;
+        if kept.len() + chunk.len() > limit {
+            let drain = async {
+                let mut drained = 0usize;
+                while let Some(Ok(chunk)) = stream.next().await {
+                    drained += chunk.len();
+                    if drained > DRAIN_MAX {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+            return Err(ApiError::too_large(limit));
+        }
+        kept.extend_from_slice(&chunk);
+    }
+    Ok(next.run(Request::from_parts(parts, Body::from(kept.freeze()))).await)
 }
 
 async fn require_key(State(state): State<AppState>, req: Request, next: Next) -> Result<Response, ApiError> {
