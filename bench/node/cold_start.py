@@ -21,6 +21,13 @@ from nodebench.report import NOT_MEASURED, Row, Section, Table, ms, ratio
 TITLE = "Cold start"
 RUNS = 20
 SETTLE_S = 0.3
+# With prewarmed runtimes the replacement stem cell (a JVM for Java) must be ready again.
+PREWARM_SETTLE_S = 1.5
+CONFIGS = [
+    # (label, daemon flags, settle time)
+    ("default (prewarmed runtimes)", [], PREWARM_SETTLE_S),
+    ("--prewarm none", ["--prewarm", "none"], SETTLE_S),
+]
 
 WHAT = f"""
 Cold start = wall time, seen by the client, of a blocking invoke (`?blocking=true`, full
@@ -33,6 +40,14 @@ interpreter start, timed from exec to exit by the benchmark: `/usr/bin/python3 -
 interpreter the Python runtime uses), `node -e 0`, `java -version`. Both are measured {RUNS}
 times, interleaved (one bare start, then one cold start, per round), after one untimed round
 that warms the page cache. Target: p50 cold ≤ 1.5 × p50 bare + 20 ms.
+
+Two daemons are measured: the default one, which keeps one prewarmed runtime per kind (a
+cold start takes that stem cell and only pays `/init`; the replacement starts in the
+background, so the benchmark waits {PREWARM_SETTLE_S:.1f} s between cold starts), and one with
+`--prewarm none`, where every cold start creates the sandbox and starts the runtime. The
+target is judged on the default; the other shows what a sandbox start costs. Whether a cold
+start was served by a stem cell is read from its instance id (stem cells are named after the
+language, other instances after the action).
 """
 
 BARE = {
@@ -50,6 +65,7 @@ class Samples:
     wait_ms: list[float] = field(default_factory=list)
     init_ms: list[float] = field(default_factory=list)
     duration_ms: list[float] = field(default_factory=list)
+    from_stem_cell: int = 0
     unavailable: str = ""
 
 
@@ -65,10 +81,10 @@ def bare_start(argv: list[str]) -> float:
     return elapsed
 
 
-def cold_invoke(client: Client, name: str, example: Example) -> tuple[float, dict]:
+def cold_invoke(client: Client, name: str, example: Example, settle_s: float) -> tuple[float, dict]:
     """Update the action (so no instance may serve it), let the old instance go, invoke."""
     deploy(client, name, example)
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     t0 = time.perf_counter()
     record = client.call("POST", f"/api/v1/namespaces/_/actions/{name}?blocking=true", {}).json()
     elapsed = time.perf_counter() - t0
@@ -79,21 +95,18 @@ def cold_invoke(client: Client, name: str, example: Example) -> tuple[float, dic
     return elapsed, record
 
 
-def run() -> Section:
-    section = Section(TITLE, WHAT)
+def measure(flags: list[str], label: str, settle_s: float, examples: dict[str, Example],
+            section: Section) -> dict[str, Samples]:
     samples = {lang: Samples() for lang in BARE}
-    examples: dict[str, Example] = {}
-    for lang, make in EXAMPLES.items():
-        try:
-            examples[lang] = make()
-        except Unavailable as e:
-            samples[lang].unavailable = str(e)
-
-    with Daemon([], "tcp", "iceboxd (TCP, defaults)") as d, d.client() as client:
+    for lang in BARE:
+        if lang not in examples:
+            samples[lang].unavailable = "example not available"
+    with Daemon(flags, "tcp", f"iceboxd (TCP, {label})") as d, d.client() as client:
+        time.sleep(settle_s)
         for lang, ex in examples.items():
             bare_start(BARE[lang])
             try:
-                cold_invoke(client, f"cold-{lang}", ex)
+                cold_invoke(client, f"cold-{lang}", ex, settle_s)
             except Exception as e:  # noqa: BLE001 - one runtime failing must not hide the others
                 samples[lang].unavailable = f"the first cold start failed: {e}"
         for _ in range(RUNS):
@@ -101,37 +114,58 @@ def run() -> Section:
                 s.bare.append(bare_start(BARE[lang]))
                 if lang not in examples or s.unavailable:
                     continue
-                elapsed, record = cold_invoke(client, f"cold-{lang}", examples[lang])
+                elapsed, record = cold_invoke(client, f"cold-{lang}", examples[lang], settle_s)
                 s.cold.append(elapsed)
                 s.wait_ms.append(annotation(record, "waitTime") or 0)
                 s.init_ms.append(annotation(record, "initTime") or 0)
                 s.duration_ms.append(record.get("duration", 0))
+                if not str(annotation(record, "icebox.instance") or "").startswith("cold-"):
+                    s.from_stem_cell += 1
         section.notes.append(d.isolation_note())
     section.notes.append(d.stop_note())
+    return samples
+
+
+def run() -> Section:
+    section = Section(TITLE, WHAT)
+    examples: dict[str, Example] = {}
+    missing: dict[str, str] = {}
+    for lang, make in EXAMPLES.items():
+        try:
+            examples[lang] = make()
+        except Unavailable as e:
+            missing[lang] = str(e)
 
     detail = []
-    for lang, s in samples.items():
-        bare = statistics.median(s.bare) * 1000
-        target = 1.5 * bare + 20
-        if not s.cold:
-            section.rows.append(Row(f"{lang} cold start p50", NOT_MEASURED, f"{ms(bare)} bare start (`{' '.join(BARE[lang])}`)",
-                                    "", f"≤ 1.5 × bare + 20 ms = {ms(target)}"))
-            section.notes.append(f"{lang}: not measured: {s.unavailable}")
-            continue
-        cold = statistics.median(s.cold) * 1000
-        section.rows.append(Row(
-            f"{lang} cold start p50", ms(cold), f"{ms(bare)} bare start (`{' '.join(BARE[lang])}`)",
-            ratio(cold, bare), f"≤ 1.5 × bare + 20 ms = {ms(target)}", cold <= target,
-            summary=f"{ms(cold)} (bare start {ms(bare)})",
-        ))
-        before_init = statistics.median(w - i for w, i in zip(s.wait_ms, s.init_ms))
-        detail.append([lang, str(len(s.cold)), ms(cold), ms(max(s.cold) * 1000), ms(statistics.median(s.wait_ms)),
-                       ms(statistics.median(s.init_ms)), ms(before_init), ms(statistics.median(s.duration_ms)),
-                       ms(bare), ms(max(s.bare) * 1000)])
+    for index, (label, flags, settle_s) in enumerate(CONFIGS):
+        judged = index == 0
+        samples = measure(flags, label, settle_s, examples, section)
+        for lang, s in samples.items():
+            bare = statistics.median(s.bare) * 1000 if s.bare else float("nan")
+            target = 1.5 * bare + 20
+            what = f"{lang} cold start p50, {label}"
+            if not s.cold:
+                section.rows.append(Row(what, NOT_MEASURED, f"{ms(bare)} bare start (`{' '.join(BARE[lang])}`)",
+                                        "", f"≤ 1.5 × bare + 20 ms = {ms(target)}" if judged else "(information)"))
+                section.notes.append(f"{lang} ({label}): not measured: {missing.get(lang) or s.unavailable}")
+                continue
+            cold = statistics.median(s.cold) * 1000
+            section.rows.append(Row(
+                what, ms(cold), f"{ms(bare)} bare start (`{' '.join(BARE[lang])}`)",
+                ratio(cold, bare),
+                f"≤ 1.5 × bare + 20 ms = {ms(target)}" if judged else "(information: no prewarmed runtime)",
+                (cold <= target) if judged else None,
+                summary=f"{ms(cold)} (bare start {ms(bare)})" if judged else "",
+            ))
+            before_init = statistics.median(w - i for w, i in zip(s.wait_ms, s.init_ms))
+            detail.append([lang, label, str(len(s.cold)), f"{s.from_stem_cell}/{len(s.cold)}", ms(cold),
+                           ms(max(s.cold) * 1000), ms(statistics.median(s.wait_ms)),
+                           ms(statistics.median(s.init_ms)), ms(before_init), ms(statistics.median(s.duration_ms)),
+                           ms(bare), ms(max(s.bare) * 1000)])
     section.tables.append(Table(
         "Medians of the activation annotations (ms, as the daemon reports them)",
-        ["Runtime", "runs", "cold p50 (client)", "cold max", "waitTime p50", "initTime p50",
-         "waitTime − initTime p50", "duration p50", "bare p50", "bare max"],
+        ["Runtime", "daemon", "runs", "from a stem cell", "cold p50 (client)", "cold max", "waitTime p50",
+         "initTime p50", "waitTime − initTime p50", "duration p50", "bare p50", "bare max"],
         detail,
     ))
     section.notes.append("waitTime: request arrival to the start of the run on the instance (sandbox creation, "
