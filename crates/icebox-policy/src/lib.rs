@@ -6,6 +6,7 @@
 //! order of the input slice.
 
 pub mod clock;
+pub mod desiccant;
 pub mod keepalive;
 pub mod pool;
 
@@ -13,5 +14,10 @@ pub mod pool;
 mod testutil;
 
 pub use clock::{Clock, ManualClock, Millis, MonotonicClock};
+pub use desiccant::{
+    plan, rank, reclaim_slots, Candidate, DesiccantConfig, DesiccantConfigError, Estimate,
+    EstimateSource, ParseReclaimModeError, Profile, ProfileStore, Ranked, ReclaimMode,
+    ReclaimThreshold, Retained, MIN_RECLAIM_CPU_MS,
+};
 pub use keepalive::{Admission, ConfigError, EvictionReason, KeepAliveConfig, KeepAlivePolicy};
 pub use pool::{lru_order, total_charge, PoolEntry};
