@@ -68,6 +68,14 @@ enum Command {
     Events(events::EventsArgs),
     /// Check that iceboxd is up (needs no API key)
     Health,
+    /// Reclaim frozen garbage of an idle instance now (every idle instance without INSTANCE)
+    Reclaim {
+        /// Instance id (see `icebox instances`)
+        instance: Option<String>,
+        /// Runtime reclaim variant (default: the runtime's default)
+        #[arg(long)]
+        variant: Option<String>,
+    },
 }
 
 fn run(cli: Cli) -> error::Result<()> {
@@ -81,6 +89,7 @@ fn run(cli: Cli) -> error::Result<()> {
         Command::Memory => node::memory(&client, json),
         Command::Events(args) => events::run(&client, json, args),
         Command::Health => node::health(&client, json),
+        Command::Reclaim { instance, variant } => node::reclaim(&client, json, instance, variant),
     }
 }
 

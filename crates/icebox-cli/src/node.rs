@@ -89,7 +89,85 @@ pub fn memory(client: &Client, json_out: bool) -> Result<()> {
         return Ok(());
     }
     let view: MemoryView = typed(body, "memory")?;
-    emit(&memory_report(&view));
+    let list: Vec<InstanceView> = typed(client.get(format!("{API}/instances")).send()?, "instances")?;
+    let mut out = memory_report(&view);
+    let idle = reclaimable_table(&list);
+    if !idle.is_empty() {
+        out.push_str("\n\n");
+        out.push_str(&idle);
+    }
+    emit(&out);
+    Ok(())
+}
+
+/// Idle and frozen instances with what a reclaim is expected to free (Desiccant's estimate
+/// from earlier reclaims of the instance, its action, or all instances).
+pub fn reclaimable_table(list: &[InstanceView]) -> String {
+    let idle: Vec<&InstanceView> = list.iter().filter(|i| i.state.is_kept_alive()).collect();
+    if idle.is_empty() {
+        return String::new();
+    }
+    let mut t = Table::new(&[
+        ("IDLE INSTANCE", Align::Left),
+        ("ACTION", Align::Left),
+        ("STATE", Align::Left),
+        ("MODE", Align::Left),
+        ("USS", Align::Right),
+        ("CHARGED", Align::Right),
+        ("RECLAIMABLE", Align::Right),
+    ]);
+    for i in idle {
+        t.push(vec![
+            i.id.clone(),
+            i.action.clone(),
+            i.state.to_string(),
+            i.reclaim_mode.clone(),
+            size(i.memory.uss),
+            size(i.charged),
+            i.reclaimable.map(size).unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    t.render()
+}
+
+/// `icebox reclaim [INSTANCE]`: reclaim one idle instance, or every idle one.
+pub fn reclaim(client: &Client, json_out: bool, instance: Option<String>, variant: Option<String>) -> Result<()> {
+    let ids: Vec<String> = match instance {
+        Some(id) => vec![id],
+        None => {
+            let list: Vec<InstanceView> = typed(client.get(format!("{API}/instances")).send()?, "instances")?;
+            list.into_iter().filter(|i| i.state.is_kept_alive()).map(|i| i.id).collect()
+        }
+    };
+    if ids.is_empty() && !json_out {
+        emit_line("no idle instances to reclaim");
+    }
+    let mut reports = Vec::new();
+    for id in ids {
+        let mut call = client
+            .post(format!("{API}/instances/{}/reclaim", crate::client::segment(&id)))
+            .explain(404, format!("there is no instance {id} (see `icebox instances`)"))
+            .explain(409, format!("instance {id} is busy: it is running an activation or already being reclaimed"));
+        if let Some(v) = &variant {
+            call = call.query("variant", v);
+        }
+        let report = call.send()?;
+        if !json_out {
+            emit_line(&format!(
+                "{id}: uss {} -> {} (freed {}), runtime cpu {} ms, library page-out {}, variant {}",
+                size(report["uss_before"].as_u64().unwrap_or(0)),
+                size(report["uss_after"].as_u64().unwrap_or(0)),
+                size(report["freed"].as_u64().unwrap_or(0)),
+                report["cpu_ms"].as_f64().map(|c| format!("{c:.1}")).unwrap_or_else(|| "-".into()),
+                size(report["pageout_bytes"].as_u64().unwrap_or(0)),
+                report["variant"].as_str().unwrap_or("?"),
+            ));
+        }
+        reports.push(report);
+    }
+    if json_out {
+        emit_json(&Value::Array(reports));
+    }
     Ok(())
 }
 

@@ -35,6 +35,35 @@ pub struct InstanceView {
     pub charged: u64,
     /// When `memory` was measured, ms since the Unix epoch.
     pub measured_at_ms: u64,
+    /// Memory a reclaim is estimated to free now (Desiccant; idle and frozen instances only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaimable: Option<u64>,
+    /// The instance's reclaim mode: vanilla, eager or desiccant.
+    #[serde(default)]
+    pub reclaim_mode: String,
+}
+
+/// What one reclaim of an instance did (POST /icebox/v1/instances/{id}/reclaim).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReclaimReport {
+    pub instance: String,
+    pub action: String,
+    /// Measured by the daemon over all the instance's processes.
+    pub uss_before: u64,
+    pub uss_after: u64,
+    pub freed: u64,
+    /// Heap bytes in use right after the runtime's collection.
+    pub live_bytes: Option<u64>,
+    /// CPU time the runtime spent reclaiming, as it reports it.
+    pub cpu_ms: Option<f64>,
+    pub wall_ms: f64,
+    /// Bytes of library pages advised out with process_madvise(MADV_PAGEOUT).
+    pub pageout_bytes: u64,
+    /// The runtime variant used; `none` when the runtime has no reclaim extension.
+    pub variant: String,
+    /// The runtime's own report, as it sent it.
+    #[serde(default)]
+    pub runtime: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

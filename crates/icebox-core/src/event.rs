@@ -19,6 +19,8 @@ pub enum EventKind {
     Idle,
     Frozen,
     Thawed,
+    /// Frozen garbage was reclaimed (Desiccant); detail: bytes freed, CPU time, variant.
+    Reclaimed,
     Evicted,
 }
 

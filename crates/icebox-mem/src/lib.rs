@@ -1,8 +1,15 @@
 //! Memory of icebox instances: accounting (USS/PSS/RSS/swap summed over every process of an
-//! instance, from the kernel's smaps counters) and, later, the mechanisms that reclaim it.
+//! instance, from the kernel's smaps counters) and the mechanisms that reclaim it, such as
+//! paging out the unmodified file pages of a frozen instance (Desiccant's library unmapping).
 
 mod accounting;
+mod candidates;
+mod mappings;
+mod pageout;
 mod smaps;
 
 pub use accounting::measure_pids;
+pub use candidates::pageout_candidates;
+pub use mappings::{file_mappings, mapped_files, parse_mapped_files, parse_smaps, FileMapping};
+pub use pageout::{pageout, PageoutReport};
 pub use smaps::{parse_smaps_rollup, smaps_rollup};

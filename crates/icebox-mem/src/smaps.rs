@@ -37,7 +37,7 @@ pub fn parse_smaps_rollup(text: &str) -> io::Result<MemoryStats> {
 }
 
 /// `"   1780 kB"` → 1780 × 1024.
-fn parse_kb(value: &str) -> Option<u64> {
+pub(crate) fn parse_kb(value: &str) -> Option<u64> {
     let number = value.trim().strip_suffix("kB")?.trim_end();
     number.parse::<u64>().ok()?.checked_mul(1024)
 }

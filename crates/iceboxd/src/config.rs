@@ -87,6 +87,24 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_PREWARM", default_value = "python:3=1,nodejs:20=1,java:17=1", value_parser = parse_prewarm_flag)]
     pub prewarm: PrewarmSpec,
 
+    /// How frozen garbage of idle instances is handled: vanilla (not at all), eager (a full GC
+    /// inside the runtime after every activation), desiccant (reclaim idle frozen instances
+    /// when the keep-alive pool fills up). An action's `icebox.reclaim` annotation overrides it.
+    #[arg(long, env = "ICEBOX_RECLAIM_MODE", default_value = "desiccant")]
+    pub reclaim_mode: icebox_policy::ReclaimMode,
+
+    /// Desiccant: an instance becomes a reclaim candidate after being frozen this long.
+    #[arg(long, env = "ICEBOX_RECLAIM_FROZEN_AFTER", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub reclaim_frozen_after: Duration,
+
+    /// Desiccant: reclaim threshold (fraction of the budget) right after a budget eviction.
+    #[arg(long, env = "ICEBOX_RECLAIM_THRESHOLD_MIN", default_value_t = 0.6)]
+    pub reclaim_threshold_min: f64,
+
+    /// Desiccant: highest reclaim threshold, reached by +5% every 2 s without evictions.
+    #[arg(long, env = "ICEBOX_RECLAIM_THRESHOLD_MAX", default_value_t = 0.9)]
+    pub reclaim_threshold_max: f64,
+
     /// Log format: text or json.
     #[arg(long, env = "ICEBOX_LOG_FORMAT", default_value = "text")]
     pub log_format: String,

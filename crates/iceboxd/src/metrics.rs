@@ -37,6 +37,11 @@ pub struct MemoryLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
     pub reason: String,
 }
@@ -65,6 +70,9 @@ pub struct Metrics {
     pub thaw_seconds: Histogram,
     pub queue_length: Gauge,
     pub rejected: Counter,
+    pub reclaims: Family<OutcomeLabel, Counter>,
+    pub reclaimed_bytes: Counter,
+    pub reclaim_cpu_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
 }
 
 impl Metrics {
@@ -94,8 +102,17 @@ impl Metrics {
         registry.register("queue_length", "Invocations waiting for capacity", queue_length.clone());
         let rejected = Counter::default();
         registry.register("rejected", "Invocations rejected with 429 (queue full)", rejected.clone());
+        let reclaims = Family::<OutcomeLabel, Counter>::default();
+        registry.register("reclaims", "Reclaims of idle instances by outcome (ok, failed, evicted)", reclaims.clone());
+        let reclaimed_bytes = Counter::default();
+        registry.register("reclaimed_bytes", "Memory freed by reclaims (daemon-measured)", reclaimed_bytes.clone());
+        let reclaim_cpu_seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register("reclaim_cpu_seconds", "CPU time runtimes spent reclaiming", reclaim_cpu_seconds.clone());
         Metrics {
             registry,
+            reclaims,
+            reclaimed_bytes,
+            reclaim_cpu_seconds,
             invocations,
             invocation_seconds,
             cold_start_seconds,

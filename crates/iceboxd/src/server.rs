@@ -51,6 +51,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         max_instances: cfg.max_instances,
     });
     policy.config().validate()?;
+    let desiccant = icebox_policy::DesiccantConfig {
+        frozen_timeout_ms: cfg.reclaim_frozen_after.as_millis() as u64,
+        threshold_after_eviction: cfg.reclaim_threshold_min,
+        threshold_max: cfg.reclaim_threshold_max,
+        ..Default::default()
+    };
+    desiccant.validate().map_err(|e| anyhow::anyhow!("invalid reclaim settings: {e}"))?;
     let events = Arc::new(EventBus::new());
     let metrics = Arc::new(Metrics::new());
     let api_host = match cfg.listen.strip_prefix("unix:") {
@@ -70,6 +77,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             sample_interval: cfg.sample_interval,
             api_host,
             prewarm: cfg.prewarm.iter().filter(|(_, n)| *n > 0).cloned().collect(),
+            reclaim_mode: cfg.reclaim_mode,
+            desiccant,
+            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         },
         events.clone(),
         metrics.clone(),

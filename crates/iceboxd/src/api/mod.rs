@@ -36,6 +36,7 @@ pub fn router(state: AppState) -> Router {
         .route("/instances", get(node::instances))
         .route("/instances/{id}", get(node::instance))
         .route("/instances/{id}/stats", get(node::instance_stats))
+        .route("/instances/{id}/reclaim", axum::routing::post(node::reclaim))
         .route("/memory", get(node::memory))
         .route("/events", get(node::events));
     let authenticated = Router::new()

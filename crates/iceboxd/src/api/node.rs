@@ -68,6 +68,25 @@ pub async fn instance_stats(
     })
 }
 
+#[derive(Deserialize)]
+pub struct ReclaimQuery {
+    variant: Option<String>,
+}
+
+/// Reclaim one idle instance's frozen garbage now (Desiccant), whatever the policy thinks.
+pub async fn reclaim(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<ReclaimQuery>,
+) -> Result<Json<icebox_core::api::ReclaimReport>, ApiError> {
+    state.pool.reclaim(&id, q.variant).await.map(Json).map_err(|e| match e {
+        ControlError::NotFound(_) => ApiError::not_found(format!("There is no instance '{id}' (it may have been evicted).")),
+        ControlError::Busy(_) => ApiError::conflict(e.to_string()),
+        ControlError::Status { status: 400, body } => ApiError::bad_request(format!("the runtime refused the reclaim: {body}")),
+        other => ApiError::new(axum::http::StatusCode::BAD_GATEWAY, format!("reclaim of instance '{id}': {other}")),
+    })
+}
+
 pub async fn memory(State(state): State<AppState>) -> Json<MemoryView> {
     Json(state.pool.memory_view())
 }

@@ -26,6 +26,9 @@ impl Pool {
                         invocations: 0,
                         idle_since: self.clock.now_ms(),
                         stale: false,
+                        frozen_since: None,
+                        reclaiming: false,
+                        reclaimed_since_last_run: false,
                     },
                 );
                 drop(inner);
@@ -51,6 +54,11 @@ impl Pool {
         let stem_cell = self.take_stem_cell(action).await;
         let id = stem_cell.as_ref().map(|s| s.id().to_string()).unwrap_or_else(|| new_instance_id(&action.name));
         let network = action.annotation("icebox.network").and_then(|v| v.as_bool()).unwrap_or(false);
+        let mode = self.mode_of(action);
+        let mut env = vec![("__OW_API_HOST".to_string(), self.cfg.api_host.clone())];
+        if mode == icebox_policy::ReclaimMode::Eager {
+            env.push(("ICEBOX_EAGER_GC".to_string(), "1".to_string()));
+        }
         let spec = InstanceSpec {
             id: id.clone(),
             action: fqn.clone(),
@@ -60,7 +68,7 @@ impl Pool {
             tmp_bytes: self.cfg.tmp_bytes,
             concurrency: action.limits.concurrency,
             network,
-            env: vec![("__OW_API_HOST".to_string(), self.cfg.api_host.clone())],
+            env,
         };
         let prewarmed = stem_cell.is_some();
         let sandbox = match stem_cell {
@@ -79,6 +87,7 @@ impl Pool {
             fqn: fqn.clone(),
             sandbox,
             created: t0,
+            mode,
             frozen: tokio::sync::Mutex::new(false),
             measured: Mutex::new(Measured::default()),
         });

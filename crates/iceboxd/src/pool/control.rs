@@ -13,6 +13,8 @@ const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
 pub enum ControlError {
     #[error("no instance {0}")]
     NotFound(String),
+    #[error("instance {0} is busy (running an activation or already being reclaimed)")]
+    Busy(String),
     #[error("the runtime did not answer within {0:?}")]
     Timeout(Duration),
     #[error("{0}")]

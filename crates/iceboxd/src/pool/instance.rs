@@ -13,6 +13,8 @@ pub struct Instance {
     pub fqn: String,
     pub sandbox: Arc<dyn Sandbox>,
     pub created: Instant,
+    /// How frozen garbage is handled for this instance (node default or the action's choice).
+    pub mode: icebox_policy::ReclaimMode,
     /// Whether the processes are frozen right now. Held while freezing/thawing (and while a
     /// control request such as heap stats thaws it briefly), so a thaw never overtakes the
     /// freeze it must undo.
@@ -69,4 +71,10 @@ pub struct Slot {
     pub idle_since: Millis,
     /// Set when the action was updated or deleted: never reuse, evict once idle.
     pub stale: bool,
+    /// Policy clock: when it was last frozen; None while thawed.
+    pub frozen_since: Option<Millis>,
+    /// A reclaim is running on it right now.
+    pub reclaiming: bool,
+    /// Reclaimed since its last activation: nothing new to reclaim.
+    pub reclaimed_since_last_run: bool,
 }

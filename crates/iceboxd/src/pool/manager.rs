@@ -43,13 +43,14 @@ impl Pool {
                 // Their measured memory is now what they are charged: re-check the budget.
                 continue;
             }
+            let reclaim_wake = self.plan_reclaims(now);
             if Instant::now() >= next_sample {
                 self.sample(round).await;
                 round += 1;
                 next_sample = Instant::now() + interval;
             }
             let mut sleep_for = next_sample.saturating_duration_since(Instant::now());
-            if let Some(d) = deadline {
+            if let Some(d) = deadline.into_iter().chain(reclaim_wake).min() {
                 sleep_for = sleep_for.min(Duration::from_millis(d.saturating_sub(self.clock.now_ms())));
             }
             tokio::select! {
@@ -67,7 +68,10 @@ impl Pool {
             {
                 let mut inner = self.inner.lock().unwrap();
                 match inner.slots.get_mut(id) {
-                    Some(slot) if slot.state == InstanceState::Idle && slot.in_flight == 0 => slot.state = InstanceState::Frozen,
+                    Some(slot) if slot.state == InstanceState::Idle && slot.in_flight == 0 => {
+                        slot.state = InstanceState::Frozen;
+                        slot.frozen_since = Some(self.clock.now_ms());
+                    }
                     _ => return,
                 }
             }

@@ -5,6 +5,8 @@
 
 mod cold;
 mod control;
+mod desiccant;
+mod reclaim;
 mod instance;
 mod manager;
 mod prewarm;
@@ -35,6 +37,11 @@ pub struct PoolConfig {
     pub api_host: String,
     /// Prewarmed runtimes to keep ready: (kind, count).
     pub prewarm: Vec<(String, usize)>,
+    /// Node default; an action's `icebox.reclaim` annotation overrides it.
+    pub reclaim_mode: icebox_policy::ReclaimMode,
+    pub desiccant: icebox_policy::DesiccantConfig,
+    /// CPU cores reclaims may use when idle.
+    pub cores: usize,
 }
 
 /// Why an invocation could not get an instance.
@@ -111,6 +118,7 @@ pub struct Pool {
     capacity: Notify,
     waiting: AtomicUsize,
     prewarmed: prewarm::PrewarmState,
+    desiccant: Mutex<desiccant::DesiccantState>,
     events: Arc<EventBus>,
     metrics: Arc<Metrics>,
 }
@@ -126,6 +134,7 @@ impl Pool {
         metrics: Arc<Metrics>,
     ) -> Arc<Pool> {
         metrics.pool_budget.set(policy.config().budget_bytes as i64);
+        let desiccant_cfg = cfg.desiccant;
         Arc::new(Pool {
             backend,
             runtimes,
@@ -137,6 +146,7 @@ impl Pool {
             capacity: Notify::new(),
             waiting: AtomicUsize::new(0),
             prewarmed: Default::default(),
+            desiccant: Mutex::new(desiccant::DesiccantState::new(&desiccant_cfg)),
             events,
             metrics,
         })
@@ -262,12 +272,18 @@ impl Pool {
                     !s.stale && s.instance.action.version == action.version
                 })
                 .collect();
+            // An instance being reclaimed would make this invocation wait for the reclaim:
+            // take another one when there is one.
+            let free: Vec<PoolEntry> = candidates.iter().filter(|e| !inner.slots[&e.id].reclaiming).cloned().collect();
+            let candidates = if free.is_empty() { candidates } else { free };
             self.policy.choose_warm(&candidates).map(|e| e.id.clone())
         });
         if let Some(id) = chosen {
             let slot = inner.slots.get_mut(&id).expect("chosen from the map");
             slot.state = InstanceState::Running;
             slot.in_flight += 1;
+            slot.frozen_since = None;
+            slot.reclaimed_since_last_run = false;
             return Ok(Some(Acquired::Warm(slot.instance.clone())));
         }
         let pool = self.pool_entries(&inner);
@@ -329,6 +345,13 @@ impl Pool {
         let slot = self.inner.lock().unwrap().slots.remove(id);
         let Some(slot) = slot else { return };
         let instance = slot.instance;
+        {
+            let mut d = self.desiccant.lock().unwrap();
+            d.store.forget_instance(&instance.id);
+            if reason == EvictReason::Policy(EvictionReason::MemoryBudget) {
+                d.threshold.on_eviction(self.clock.now_ms());
+            }
+        }
         let memory = instance.measured_memory();
         instance.sandbox.destroy().await;
         self.metrics.evictions.get_or_create(&ReasonLabel { reason: reason.as_str().to_string() }).inc();

@@ -90,7 +90,7 @@ impl Pool {
             tmp_bytes: self.cfg.tmp_bytes,
             concurrency: 1,
             network: false,
-            env: vec![("__OW_API_HOST".to_string(), self.cfg.api_host.clone())],
+            env: self.stem_cell_env(),
         };
         let created = Instant::now();
         self.events.emit(&id, &label, EventKind::Created, None, None);
@@ -114,10 +114,21 @@ impl Pool {
         Some(StemCell { sandbox, kind: kind.to_string(), created, memory, pids, measured_at_ms: crate::now_ms() })
     }
 
+    fn stem_cell_env(&self) -> Vec<(String, String)> {
+        let mut env = vec![("__OW_API_HOST".to_string(), self.cfg.api_host.clone())];
+        if self.cfg.reclaim_mode == icebox_policy::ReclaimMode::Eager {
+            env.push(("ICEBOX_EAGER_GC".to_string(), "1".to_string()));
+        }
+        env
+    }
+
     /// A ready stem cell for this action, thawed and limited to the action's memory.
     pub(super) async fn take_stem_cell(self: &Arc<Self>, action: &ActionSpec) -> Option<Arc<dyn Sandbox>> {
+        // Stem cells start with the node's reclaim mode (eager GC is a start-up setting).
+        let eager = |m| m == icebox_policy::ReclaimMode::Eager;
         let fits = action.limits.concurrency == 1
-            && !action.annotation("icebox.network").and_then(|v| v.as_bool()).unwrap_or(false);
+            && !action.annotation("icebox.network").and_then(|v| v.as_bool()).unwrap_or(false)
+            && eager(self.mode_of(action)) == eager(self.cfg.reclaim_mode);
         if !fits {
             return None;
         }
@@ -154,6 +165,8 @@ impl Pool {
                 memory: c.memory,
                 charged: 0,
                 measured_at_ms: c.measured_at_ms,
+                reclaimable: None,
+                reclaim_mode: self.cfg.reclaim_mode.as_str().to_string(),
             })
             .collect()
     }

@@ -23,6 +23,8 @@ impl Pool {
             memory: measured.memory,
             charged: if s.state.is_kept_alive() { self.charge_of(s) } else { 0 },
             measured_at_ms: measured.at_ms,
+            reclaimable: self.reclaimable_of(s),
+            reclaim_mode: s.instance.mode.as_str().to_string(),
         }
     }
 
