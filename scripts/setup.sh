@@ -65,6 +65,10 @@ if [ -f functions/nodejs/package.json ] && ! cmp -s functions/nodejs/package.jso
   cp functions/nodejs/package.json runtimes/nodejs/packages/.installed
 fi
 
+# Node.js reclaim addon (Desiccant): LowMemoryNotification + malloc_trim, built against the
+# headers of the installed node. The proxy works without it (reclaim falls back to a gc()).
+runtimes/nodejs/addon/build.sh || say "warning: the Node.js reclaim addon did not build; Node reclaim falls back to gc()"
+
 # The runtime directory is read-only inside sandboxes: precompile the Python proxy there.
 /usr/bin/python3 -m compileall -q runtimes/python >/dev/null
 

@@ -26,7 +26,10 @@ const ROUTES = new Map([
   }],
   ['/icebox/reclaim', {
     method: 'POST',
-    handle: async (req, res) => sendJson(res, 501, { error: 'reclaim is not implemented by this runtime' }),
+    handle: async (req, res) => {
+      const body = await readJson(req, { optional: true });
+      sendJson(res, 200, await require('./lib/reclaim').reclaim(body));
+    },
   }],
 ]);
 

@@ -77,7 +77,10 @@ public class Train {
             expect(socket, "POST", "/run", "{\"value\":{\"fail\":true}}", 502);
             expect(socket, "POST", "/run", "{\"value\":{\"null\":true}}", 502);
             expect(socket, "GET", "/icebox/stats?gc=1", null, 200);
-            expect(socket, "POST", "/icebox/reclaim", "", 501);
+            expect(socket, "POST", "/icebox/reclaim", "", 200);
+            expect(socket, "POST", "/icebox/reclaim", "{\"variant\":\"gc\"}", 200);
+            expect(socket, "GET", "/icebox/stats", null, 200);
+            expect(socket, "POST", "/run", run, 200);
             expect(socket, "GET", "/missing", null, 404);
 
             proxy.destroy();

@@ -10,6 +10,11 @@ const ACTIVATION_KEYS = [
   'namespace', 'action_name', 'activation_id', 'transaction_id', 'api_key', 'deadline', 'action_version',
 ];
 
+// Eager mode, Desiccant's "eager" baseline: a full GC at the end of every activation, before the
+// reply, so the activation's latency pays for it. Read from the proxy's own environment when
+// this module loads (on the first /init, before the action's `env` is applied).
+const EAGER_GC = process.env.ICEBOX_EAGER_GC === '1';
+
 let state = 'uninitialized'; // -> 'initializing' -> 'ready'; a failed init goes back
 let entry = null;
 // One `fail` callback per activation currently running user code (see onStrayError).
@@ -79,6 +84,7 @@ async function run(body) {
   if (state !== 'ready') return json(403, { error: 'Cannot invoke an uninitialized action.' });
   setActivationEnv(body);
   const response = await activate(body.value === undefined ? {} : body.value);
+  if (EAGER_GC) require('./full-gc').fullGc();
   await writeSentinels();
   return response;
 }

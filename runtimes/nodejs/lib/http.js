@@ -9,13 +9,18 @@ class HttpError extends Error {
 }
 
 // Resolves to the request body parsed as a JSON object; rejects with a 400 HttpError otherwise.
-function readJson(req) {
+// With `optional`, an empty body stands for {}.
+function readJson(req, { optional = false } = {}) {
   return new Promise((resolve, reject) => {
     const chunks = [];
     req.on('data', (chunk) => chunks.push(chunk));
     req.on('error', reject);
     req.on('end', () => {
       const text = Buffer.concat(chunks).toString('utf8');
+      if (optional && text.trim() === '') {
+        resolve({});
+        return;
+      }
       let body;
       try {
         body = JSON.parse(text);

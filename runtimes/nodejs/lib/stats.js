@@ -2,27 +2,8 @@
 // GET /icebox/stats: V8 heap statistics and GC counters, optionally after a full collection.
 
 const v8 = require('v8');
+const { fullGc } = require('./full-gc');
 const gcWatch = require('./gc-watch');
-
-let fullGc = null;
-
-// A full (mark-compact) collection needs V8's `gc` function. Starting node with --expose-gc
-// would put a global `gc` in every action's scope, unlike stock Node and OpenWhisk, where user
-// code could call it or test for it. Instead the flag is switched on just long enough to create
-// one context, whose `gc` collects the whole isolate, and switched off again so that contexts
-// user code creates later do not get it either. Paid once, on the first ?gc=1.
-function collectGarbage() {
-  if (!fullGc) {
-    const vm = require('vm');
-    v8.setFlagsFromString('--expose-gc');
-    try {
-      fullGc = vm.runInNewContext('gc');
-    } finally {
-      v8.setFlagsFromString('--no-expose-gc');
-    }
-  }
-  fullGc();
-}
 
 // The GC observer hears of a collection two event-loop turns later (Node queues the entry,
 // then the delivery, each with setImmediate).
@@ -33,7 +14,7 @@ async function observerCatchUp() {
 async function collect(forceGc) {
   let liveBytes = null;
   if (forceGc) {
-    collectGarbage();
+    fullGc();
     liveBytes = v8.getHeapStatistics().used_heap_size;
     await observerCatchUp();
   }

@@ -1,5 +1,5 @@
 'use strict';
-// The icebox extensions: /icebox/stats (with and without a full GC) and /icebox/reclaim.
+// The /icebox/stats extension, with and without a full GC (reclaim.test.js covers /icebox/reclaim).
 
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -63,12 +63,4 @@ test('the forced GC does not expose gc() to user code', async (t) => {
   assert.equal((await proxy.init({ code })).status, 200);
   assert.equal((await proxy.request('GET', '/icebox/stats?gc=1')).status, 200);
   assert.deepEqual((await proxy.run({})).body, { global: 'undefined', context: 'undefined' });
-});
-
-test('reclaim is reserved: 501', async (t) => {
-  const proxy = await startProxy(t);
-  const res = await proxy.request('POST', '/icebox/reclaim', {});
-  assert.equal(res.status, 501);
-  assert.deepEqual(res.body, { error: 'reclaim is not implemented by this runtime' });
-  assert.equal((await proxy.request('GET', '/icebox/reclaim')).status, 405);
 });

@@ -54,11 +54,12 @@ class Output {
   }
 }
 
-// `t` is the node:test context; `env` is added to the proxy's environment.
-async function startProxy(t, env = {}) {
+// `t` is the node:test context; `env` is added to the proxy's environment; `proxy` is the
+// proxy.js to run (a copy elsewhere, e.g. without the reclaim addon).
+async function startProxy(t, env = {}, { proxy: proxyPath = PROXY } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'icebox-nodejs-test-'));
   const socketPath = path.join(dir, 'proxy.sock');
-  const child = spawn(NODE, [PROXY], {
+  const child = spawn(NODE, [proxyPath], {
     cwd: dir,
     env: {
       PATH: process.env.PATH,

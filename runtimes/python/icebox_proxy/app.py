@@ -1,13 +1,14 @@
 """Request routing and the OpenWhisk /init and /run semantics (see docs/runtime-protocol.md)."""
 
 import _thread
+import gc
 
-from . import activation, jsoncodec
+# reclaim is imported now, not on the first reclaim: see its docstring (arena pinning).
+from . import activation, jsoncodec, reclaim
 from .shutdown import Terminate
 
 ALREADY_INITIALIZED = "Internal error. Cannot initialize the action more than once."
 NOT_INITIALIZED = "Cannot invoke an uninitialized action."
-RECLAIM_NOT_IMPLEMENTED = "reclaim is not implemented by this runtime"
 
 _OK = b'{"ok": true}'
 
@@ -31,8 +32,11 @@ def _parse_object(body):
 
 
 class App:
-    def __init__(self, concurrency):
+    def __init__(self, concurrency, eager_gc=False):
         self.action = None
+        # Desiccant's "eager" baseline: a full collection after every activation, inside the
+        # runtime, counted in the activation's latency.
+        self._eager_gc = eager_gc
         self._init_lock = _thread.allocate_lock()
         if concurrency > 1:
             import threading
@@ -87,6 +91,9 @@ class App:
     def _run(self, request):
         try:
             status, body = self._activate(request)
+            if self._eager_gc:
+                # Before the sentinels: output of finalizers it runs belongs to this activation.
+                gc.collect()
         finally:
             # Before the response leaves: once iceboxd has the result, the logs are complete.
             activation.write_sentinels()
@@ -118,4 +125,18 @@ class App:
         return 200, jsoncodec.dumps(heapstats.collect(full_gc)), None
 
     def _reclaim(self, request):
-        return _error(501, RECLAIM_NOT_IMPLEMENTED)
+        # No sentinels: this is not an activation and writes nothing to the action's logs.
+        variant = None
+        if request.body.strip():
+            variant = _parse_object(request.body).get("variant")
+        try:
+            return 200, jsoncodec.dumps(reclaim.reclaim(variant)), None
+        except reclaim.UnknownVariant:
+            try:
+                shown = jsoncodec.dumps(variant).decode("utf-8")
+            except (TypeError, ValueError):  # NaN/Infinity parse but do not serialize
+                shown = repr(variant)
+            message = "Unknown reclaim variant %s; variants: %s (default %s)." % (
+                shown, ", ".join(reclaim.VARIANTS), reclaim.DEFAULT_VARIANT)
+            return 400, jsoncodec.dumps({"error": message, "variants": list(reclaim.VARIANTS),
+                                         "default": reclaim.DEFAULT_VARIANT}), None

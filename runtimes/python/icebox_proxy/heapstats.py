@@ -168,6 +168,18 @@ def _heap_totals(malloc, pymalloc, process):
     return used, committed
 
 
+def heap_used():
+    """(heap_used_bytes, malloc_info(), pymalloc_info()): the heap measure of the stats.
+
+    Right after a full collection this is the instance's live bytes (/icebox/reclaim uses it).
+    """
+    malloc = malloc_info()
+    pymalloc = pymalloc_info()
+    process = process_memory() if malloc is None and pymalloc is None else None
+    used, _committed = _heap_totals(malloc, pymalloc, process)
+    return used, malloc, pymalloc
+
+
 def collect(full_gc):
     """The /icebox/stats document; with full_gc, after a full collection (sets live_bytes)."""
     collected = gc.collect() if full_gc else None

@@ -49,7 +49,9 @@ def loads(data):
             value, end = _scan(text, start)
             if not text[end:].strip(_JSON_SPACE):
                 return value
-        except (StopIteration, ValueError, RecursionError):
+        except (StopIteration, ValueError, RecursionError, SystemError):
+            # SystemError: CPython 3.11's scanner builds its error from json.decoder only if
+            # that module is already imported, and otherwise returns NULL with no exception.
             pass
     import json
 

@@ -14,6 +14,7 @@ import sys
 from . import gctimer, shutdown
 
 _LISTEN_BACKLOG = 128
+_FLAG_VALUES = {"": False, "0": False, "false": False, "1": True, "true": True}
 
 
 class FatalError(Exception):
@@ -35,7 +36,12 @@ def _read_config():
         concurrency = 0
     if concurrency < 1:
         raise FatalError("ICEBOX_CONCURRENCY must be a positive integer, got %r" % raw)
-    return path, concurrency
+    raw = _text(posix.environ.get(b"ICEBOX_EAGER_GC", b""))
+    eager_gc = _FLAG_VALUES.get(raw.strip().lower())
+    if eager_gc is None:
+        # A typo must not silently measure the wrong baseline.
+        raise FatalError("ICEBOX_EAGER_GC must be 1 or 0, got %r" % raw)
+    return path, concurrency, eager_gc
 
 
 def _listen(path):
@@ -72,7 +78,7 @@ def _cleanup(listener, path, inode, app):
 
 def main():
     try:
-        path, concurrency = _read_config()
+        path, concurrency, eager_gc = _read_config()
         shutdown.install()
         listener = _listen(path)
         inode = posix.stat(path).st_ino
@@ -85,7 +91,7 @@ def main():
         from . import server
         from .app import App
 
-        app = App(concurrency)
+        app = App(concurrency, eager_gc)
         if concurrency == 1:
             server.serve_single(listener, app)
         else:

@@ -29,7 +29,7 @@ public final class Main {
             fatal("cannot listen on " + socket + ": " + Throwables.describe(e));
             return;
         }
-        serve(server, new Proxy(concurrency));
+        serve(server, new Proxy(concurrency, flag("ICEBOX_EAGER_GC")));
     }
 
     static ServerSocketChannel listen(Path path) throws IOException {
@@ -75,6 +75,19 @@ public final class Main {
         }
         fatal("ICEBOX_CONCURRENCY must be a positive integer, got '" + value + "'");
         return 1;
+    }
+
+    /** A boolean environment variable: unset, empty or "0" is off, "1" is on. */
+    static boolean flag(String name) {
+        String value = System.getenv(name);
+        if (value == null || value.isEmpty() || value.equals("0")) {
+            return false;
+        }
+        if (value.equals("1")) {
+            return true;
+        }
+        fatal(name + " must be 0 or 1, got '" + value + "'");
+        return false;
     }
 
     private static void pause() {

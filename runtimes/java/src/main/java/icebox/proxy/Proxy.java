@@ -1,8 +1,10 @@
 package icebox.proxy;
 
+import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
+import java.nio.charset.StandardCharsets;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Semaphore;
@@ -19,10 +21,17 @@ final class Proxy {
 
     private final Semaphore runSlots;
     private final Object initLock = new Object();
+    private final Reclaimer reclaimer = new Reclaimer();
+    private final boolean eagerGc;
     private volatile Action action;
 
-    Proxy(int concurrency) {
+    /**
+     * @param eagerGc run a full collection after every /run, before answering (ICEBOX_EAGER_GC:
+     *     Desiccant's "eager" baseline)
+     */
+    Proxy(int concurrency, boolean eagerGc) {
         this.runSlots = new Semaphore(concurrency, true);
+        this.eagerGc = eagerGc;
     }
 
     Response handle(HttpRequest request) {
@@ -38,16 +47,48 @@ final class Proxy {
                 if (!method.equals("GET")) {
                     return Response.methodNotAllowed("GET");
                 }
-                String gc = request.queryParameter("gc");
-                return Response.json(200, Json.serialize(
-                        HeapStats.collect("1".equals(gc) || "true".equals(gc))));
+                return stats(request.queryParameter("gc"));
             case "/icebox/reclaim":
-                return method.equals("POST")
-                        ? Response.error(501, "reclaim is not implemented by this runtime")
+                return method.equals("POST") ? reclaim(request.body())
                         : Response.methodNotAllowed("POST");
             default:
                 return Response.error(404, "Not found: " + request.path());
         }
+    }
+
+    private Response stats(String gc) {
+        JsonObject stats = HeapStats.collect("1".equals(gc) || "true".equals(gc));
+        JsonObject details = stats.getAsJsonObject("details");
+        details.addProperty("eager_gc", eagerGc);
+        reclaimer.describe(details);
+        return Response.json(200, Json.serialize(stats));
+    }
+
+    /** Body: absent, empty or {"variant": "<name>"} (absent or null: the default variant). */
+    private Response reclaim(byte[] body) {
+        String variant = Reclaimer.DEFAULT_VARIANT;
+        if (!new String(body, StandardCharsets.UTF_8).isBlank()) {
+            JsonElement requested;
+            try {
+                requested = object(Json.parse(body)).get("variant");
+            } catch (JsonParseException e) {
+                return Response.error(400, e.getMessage());
+            }
+            if (requested != null && !requested.isJsonNull()) {
+                if (!requested.isJsonPrimitive() || !requested.getAsJsonPrimitive().isString()
+                        || !Reclaimer.VARIANTS.contains(requested.getAsString())) {
+                    JsonObject error = new JsonObject();
+                    error.addProperty("error", "unknown reclaim variant " + requested
+                            + "; the variants are " + String.join(", ", Reclaimer.VARIANTS));
+                    JsonArray variants = new JsonArray();
+                    Reclaimer.VARIANTS.forEach(variants::add);
+                    error.add("variants", variants);
+                    return Response.json(400, Json.serialize(error));
+                }
+                variant = requested.getAsString();
+            }
+        }
+        return Response.json(200, Json.serialize(reclaimer.reclaim(variant)));
     }
 
     private Response init(byte[] body) {
@@ -57,6 +98,15 @@ final class Proxy {
         } catch (JsonParseException e) {
             return Response.error(400, e.getMessage());
         }
+        reclaimer.workStarted();
+        try {
+            return load(value);
+        } finally {
+            reclaimer.workFinished();
+        }
+    }
+
+    private Response load(JsonObject value) {
         synchronized (initLock) {
             if (action != null) {
                 return Response.error(403,
@@ -86,6 +136,8 @@ final class Proxy {
         } catch (JsonParseException e) {
             return Response.error(400, e.getMessage());
         }
+        // Before waiting for a slot: a reclaim in progress stops at its next step.
+        reclaimer.workStarted();
         runSlots.acquireUninterruptibly();
         try {
             setActivationEnv(request);
@@ -96,7 +148,16 @@ final class Proxy {
             return Response.error(502, Throwables.describe(t));
         } finally {
             runSlots.release();
-            endActivationLogs();
+            try {
+                if (eagerGc) {
+                    // After the result is built and before the response: the latency iceboxd
+                    // measures includes it, as in Desiccant's eager baseline.
+                    System.gc();
+                }
+            } finally {
+                reclaimer.workFinished();
+                endActivationLogs();
+            }
         }
     }
 

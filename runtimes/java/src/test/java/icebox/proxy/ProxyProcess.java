@@ -55,6 +55,16 @@ final class ProxyProcess implements AutoCloseable {
         return proxy;
     }
 
+    /**
+     * Starts a proxy with runtime.json's JVM options minus {@code drop}, plus {@code add}
+     * (for example another collector).
+     */
+    static ProxyProcess startWithJvmOptions(List<String> drop, List<String> add) {
+        ProxyProcess proxy = launch(Map.of(), true, false, drop, add);
+        proxy.awaitAccepting();
+        return proxy;
+    }
+
     /** Starts a proxy whose socket path holds the socket file of a listener that is gone. */
     static ProxyProcess startOverStaleSocket() {
         ProxyProcess proxy = launch(Map.of(), true, true);
@@ -70,6 +80,11 @@ final class ProxyProcess implements AutoCloseable {
      */
     static ProxyProcess launch(Map<String, String> env, boolean withSocket,
             boolean staleSocket) {
+        return launch(env, withSocket, staleSocket, List.of(), List.of());
+    }
+
+    private static ProxyProcess launch(Map<String, String> env, boolean withSocket,
+            boolean staleSocket, List<String> drop, List<String> add) {
         Path dir = null;
         try {
             dir = Files.createTempDirectory("icebox-proxy-test");
@@ -81,7 +96,7 @@ final class ProxyProcess implements AutoCloseable {
                     dead.bind(UnixDomainSocketAddress.of(socket));
                 }
             }
-            ProcessBuilder pb = new ProcessBuilder(command(dir))
+            ProcessBuilder pb = new ProcessBuilder(command(dir, drop, add))
                     .directory(dir.toFile())
                     .redirectOutput(dir.resolve("stdout").toFile())
                     .redirectError(dir.resolve("stderr").toFile());
@@ -98,7 +113,8 @@ final class ProxyProcess implements AutoCloseable {
         }
     }
 
-    private static List<String> command(Path dir) throws IOException {
+    private static List<String> command(Path dir, List<String> drop, List<String> add)
+            throws IOException {
         Path runtimeDir = Path.of(System.getProperty("basedir", "")).toAbsolutePath();
         JsonObject spec = JsonParser.parseString(
                 Files.readString(runtimeDir.resolve("runtime.json"))).getAsJsonObject();
@@ -107,7 +123,11 @@ final class ProxyProcess implements AutoCloseable {
         List<JsonElement> args = spec.getAsJsonArray("command").asList();
         for (int i = 1; i < args.size(); i++) {
             String arg = args.get(i).getAsString();
+            if (drop.contains(arg)) {
+                continue;
+            }
             if (arg.equals("-jar")) {
+                command.addAll(add);
                 // The action jar goes to java.io.tmpdir, which in a sandbox is the private
                 // /tmp; here it is the per-test directory, deleted afterwards.
                 command.add("-Djava.io.tmpdir=" + dir);

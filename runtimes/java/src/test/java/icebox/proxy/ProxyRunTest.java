@@ -185,13 +185,6 @@ class ProxyRunTest {
     }
 
     @Test
-    void reclaimIsNotImplemented() {
-        Reply reply = proxy.request("POST", "/icebox/reclaim", "");
-        assertEquals(501, reply.status());
-        assertEquals("reclaim is not implemented by this runtime", reply.error());
-    }
-
-    @Test
     void unknownPathIs404AndWrongMethodIs405() {
         Reply missing = proxy.request("GET", "/nope", null);
         assertEquals(404, missing.status());
