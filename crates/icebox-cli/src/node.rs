@@ -303,7 +303,12 @@ mod tests {
             memory: stats(9),
             charged: 9 * MIB,
             measured_at_ms: 0,
+            reclaimable: Some(4 * MIB),
+            reclaim_mode: "desiccant".into(),
         }];
+        let reclaimable = reclaimable_table(&list);
+        assert!(reclaimable.contains("desiccant"), "{reclaimable}");
+        assert!(reclaimable.contains("4.0 MiB"), "{reclaimable}");
         assert_eq!(
             instances_table(&list),
             "ID      ACTION       STATE   PIDS         AGE  IDLE  INVOKES      USS      PSS       RSS  SWAP  CHARGED\n\
