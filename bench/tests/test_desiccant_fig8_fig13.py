@@ -47,6 +47,13 @@ def test_fig13_slowdown_is_after_over_before_minus_one():
     assert e["slowdown"] == pytest.approx(0.1)
     assert e["latency_slowdown"] == pytest.approx(0.25)
     assert e["first_after_ms"] == 11.0 and e["freed_mb"] == 30.0 and e["reclaim_cpu_ms"] == 12.5
+    assert e["median_slowdown"] == pytest.approx(0.1)  # medians 10 and 11
+
+
+def test_fig13_median_slowdown_ignores_one_disturbed_invocation():
+    e = fig13.variant_entry([10.0] * 5, [10.0, 10.0, 10.0, 10.0, 60.0], before_latency_ms=[1.0] * 5,
+                            after_latency_ms=[1.0] * 5, report={})
+    assert e["slowdown"] == pytest.approx(1.0) and e["median_slowdown"] == 0.0
 
 
 def _function(language, default, **slowdowns):

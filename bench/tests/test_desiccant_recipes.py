@@ -26,6 +26,25 @@ def test_registered_with_defaults_for_every_option_and_a_daemon_that_reclaims_no
     assert flags[flags.index("--reclaim-mode") + 1] == "vanilla"
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_no_option_shadows_one_of_the_run_command(name):
+    class Bare(recipes.Recipe):
+        name = "bare"
+
+    common = set(vars(recipe_parser(Bare()).parse_args(["--out", "x"])))
+    assert "daemon_args" in common
+    assert not recipes.get(name).option_names() & common
+
+
+def test_fig9_10_replay_daemons_get_the_short_candidate_timeout_unless_told_otherwise():
+    recipe = recipes.get("desiccant-fig9-10")
+    config = recipe.load_config()
+    default = recipe.settings(recipe_parser(recipe).parse_args(["--out", "x"]), config)
+    assert default["replay_daemon_args"] == "--reclaim-frozen-after 1s"
+    given = recipe_parser(recipe).parse_args(["--out", "x", "--replay-daemon-args=--reclaim-frozen-after 10s"])
+    assert recipe.settings(given, config)["replay_daemon_args"] == "--reclaim-frozen-after 10s"
+
+
 def test_fig7_command_line_overrides_the_subset():
     recipe = recipes.get("desiccant-fig7")
     args = recipe_parser(recipe).parse_args(["--out", "x", "--functions", "fft", "--iterations", "5"])

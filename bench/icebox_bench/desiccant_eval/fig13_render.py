@@ -24,10 +24,11 @@ def function_table(summary: dict) -> str:
         for variant, v in f["variants"].items():
             label = variant + (" (default)" if variant == f.get("default_variant") else "")
             rows.append([name, LANGUAGE_LABEL.get(f["language"], f["language"]), label, fmt(v["before_ms"]),
-                         fmt(v["after_ms"]), pct(v["slowdown"]), fmt(v["first_after_ms"]), pct(v["latency_slowdown"]),
+                         fmt(v["after_ms"]), pct(v["slowdown"]), pct(v.get("median_slowdown")),
+                         fmt(v["first_after_ms"]), pct(v["latency_slowdown"]),
                          fmt(v["freed_mb"]), fmt(v["reclaim_cpu_ms"])])
     return markdown_table(["function", "language", "variant", "before (ms)", "after (ms)", "slowdown",
-                           "1st after (ms)", "slowdown, client latency", "freed (MiB)", "reclaim CPU (ms)"], rows)
+                           "slowdown of medians", "1st after (ms)", "slowdown, client latency", "freed (MiB)", "reclaim CPU (ms)"], rows)
 
 
 def language_table(summary: dict) -> str:

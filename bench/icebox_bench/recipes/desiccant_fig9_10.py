@@ -70,18 +70,20 @@ class DesiccantFig9And10(Recipe):
         parser.add_argument("--memory-mb", type=int, default=None, help="memory limit per instance (default 256)")
         parser.add_argument("--function-durations", default=None,
                             help="JSON {function: ms} (icebox-bench profile) instead of measuring them first")
-        parser.add_argument("--replay-daemon-args", dest="daemon_args", default=None,
+        # Not --daemon-args: that one (the recipe's own daemon) belongs to `icebox-bench run`.
+        parser.add_argument("--replay-daemon-args", default=None,
                             help="extra flags for every replay daemon, quoted (default --reclaim-frozen-after 1s)")
         parser.add_argument("--input", choices=("A", "B"), default=None, help="input size (default A)")
 
-    async def run(self, ctx: RecipeContext) -> dict:
+    async def _plan(self, ctx: RecipeContext) -> tuple[Plan, dict]:
+        """The functions' durations, the mapping and everything every run shares; and the
+        summary's `config`."""
         s = ctx.settings
         scales, modes = _floats(s["scales"]), _modes(s["modes"])
         warmup_s, duration_s = parse_seconds(s["warmup"]), parse_seconds(s["duration"])
         origin_s = parse_seconds(s["window_start"])
         pool, pool_rule = pool_memory(s["pool_memory"])
         specs = manifest.select(str(s["functions"]), manifest.load_all(ctx.functions_dir))
-
         if s.get("function_durations"):
             durations = {k: float(v) for k, v in json.loads(Path(s["function_durations"]).read_text()).items()}
         else:
@@ -100,16 +102,20 @@ class DesiccantFig9And10(Recipe):
         plan = Plan(specs=specs, trace=trace, trace_name=str(s["trace"]), mapping=mapped, origin_s=origin_s,
                     warmup_s=warmup_s, warmup_scale=warmup_scale, duration_s=duration_s,
                     memory_mb=int(s["memory_mb"]), size=s["input"],
-                    daemon_args=["--pool-memory", pool, *shlex.split(str(s.get("daemon_args") or ""))],
+                    daemon_args=["--pool-memory", pool, *shlex.split(str(s.get("replay_daemon_args") or ""))],
                     drain_timeout_s=float(s["drain_timeout"]))
         config = {"trace": str(s["trace"]), "window_start_s": origin_s, "warmup_s": warmup_s,
-                  "warmup_scale": plan.warmup_scale, "duration_s": duration_s, "scales": scales, "modes": modes,
+                  "warmup_scale": warmup_scale, "duration_s": duration_s, "scales": scales, "modes": modes,
                   "memory_mb": plan.memory_mb, "pool_memory": pool, "pool_memory_rule": pool_rule,
                   "daemon_args": plan.daemon_args, "mapping": mapped, "durations_ms": durations, "failed": {}}
-        runs: dict[str, dict] = {mode: {} for mode in modes}
+        return plan, config
+
+    async def run(self, ctx: RecipeContext) -> dict:
+        plan, config = await self._plan(ctx)
+        runs: dict[str, dict] = {mode: {} for mode in config["modes"]}
         done: list[Path] = []
-        for scale in scales:
-            for mode in modes:
+        for scale in config["scales"]:
+            for mode in config["modes"]:
                 label = run_label(mode, scale)
                 try:
                     path = await run_one(plan, mode, scale, ctx.run_dir.path / "runs" / label,

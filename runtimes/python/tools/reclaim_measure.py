@@ -6,8 +6,8 @@ Usage (from the repository root):
 
 Per workload and repetition, one fresh proxy per variant (started as runtime.json says,
 PYTHONPATH included, so functions import runtimes/python/packages):
-  /init, `warmup` runs, the last 10 timed; USS (smaps_rollup, read from outside);
-  POST /icebox/reclaim with the variant (`none`: no reclaim, the noise floor); USS again;
+  /init, `warmup` runs, the last 10 timed; USS and anonymous memory (smaps_rollup, read from
+  outside); POST /icebox/reclaim with the variant (`none`: no reclaim, the noise floor); again;
   10 more timed runs. Latency is the /run round trip over a keep-alive connection; next to it
   the proxy's on-CPU time per run (/proc/PID/schedstat), which the machine's load hardly moves.
 Plus one proxy with ICEBOX_EAGER_GC=1: USS after the warm-up and its last-10 latency, against
@@ -117,13 +117,18 @@ class Proxy:
             samples.append((time.perf_counter() - started, (self.cpu_ns() - cpu) / 1e9))
         return samples
 
-    def uss(self):
-        total = 0
+    def memory(self):
+        """(USS, anonymous resident bytes). USS also counts file pages (the python binary,
+        libraries) that no *other* process maps at the moment, so it moves by ~3.5 MiB with
+        unrelated Python processes on the machine; the anonymous part does not."""
+        uss = anon = 0
         with open("/proc/%d/smaps_rollup" % self.process.pid) as rollup:
             for line in rollup:
                 if line.startswith(("Private_Clean:", "Private_Dirty:")):
-                    total += int(line.split()[1]) * 1024
-        return total
+                    uss += int(line.split()[1]) * 1024
+                elif line.startswith("Anonymous:"):
+                    anon = int(line.split()[1]) * 1024
+        return uss, anon
 
     def close(self):
         if getattr(self, "conn", None) is not None:
@@ -143,17 +148,18 @@ def one_variant(tmp, name, variant, warmup):
         with open(source) as code:
             proxy.post("/init", {"value": {"name": name, "code": code.read()}})
         before = proxy.timed_runs(value, warmup)[-WINDOW:]
-        row = {"uss_frozen": proxy.uss(), "before": statistics.mean(s[0] for s in before),
+        row = {"before": statistics.mean(s[0] for s in before),
                "before_cpu": statistics.mean(s[1] for s in before)}
+        row["uss_frozen"], row["anon_frozen"] = proxy.memory()
         if variant in ("none", "eager"):
-            row["uss_reclaimed"] = row["uss_frozen"]
+            row["uss_reclaimed"], row["anon_reclaimed"] = row["uss_frozen"], row["anon_frozen"]
         else:
-            answer = proxy.post("/icebox/reclaim", {"variant": variant})
-            row.update(uss_reclaimed=proxy.uss(), answer=answer)
+            row["answer"] = proxy.post("/icebox/reclaim", {"variant": variant})
+            row["uss_reclaimed"], row["anon_reclaimed"] = proxy.memory()
         after = proxy.timed_runs(value, WINDOW)
         row["after"] = statistics.mean(s[0] for s in after)
         row["after_cpu"] = statistics.mean(s[1] for s in after)
-        row["uss_after_runs"] = proxy.uss()
+        row["uss_after_runs"], row["anon_after_runs"] = proxy.memory()
         return row
     finally:
         proxy.close()
@@ -191,6 +197,9 @@ def report(name, results, vanilla_rows):
                  _median(rows, "before") * 1000, _median(rows, "after") * 1000,
                  slowdown * 100, _median(rows, "before_cpu") * 1000,
                  _median(rows, "after_cpu") * 1000, cpu_slowdown * 100))
+        print("         anonymous: frozen %.1fM reclaimed %.1fM after10 %.1fM" % (
+            _median(rows, "anon_frozen") / MIB, _median(rows, "anon_reclaimed") / MIB,
+            _median(rows, "anon_after_runs") / MIB))
         if has_answer:
             print("         reported: uss_before %.1fM uss_after %.1fM wall_ms %.1f" % (
                 _answer_median(rows, ["uss_before"]) / MIB,
@@ -203,9 +212,10 @@ def report(name, results, vanilla_rows):
                                      for e, v in zip(eager, vanilla_rows))
         cpu_overhead = statistics.median(e["before_cpu"] / v["before_cpu"] - 1
                                          for e, v in zip(eager, vanilla_rows))
-        print("eager vs vanilla: USS after warm-up %.1fM vs %.1fM; last-10 latency %+.1f%%, "
-              "CPU per run %+.1f%%" % (
+        print("eager vs vanilla: USS after warm-up %.1fM vs %.1fM (anonymous %.1fM vs %.1fM); "
+              "last-10 latency %+.1f%%, CPU per run %+.1f%%" % (
                   _median(eager, "uss_frozen") / MIB, _median(vanilla_rows, "uss_frozen") / MIB,
+                  _median(eager, "anon_frozen") / MIB, _median(vanilla_rows, "anon_frozen") / MIB,
                   overhead * 100, cpu_overhead * 100))
 
 
