@@ -34,10 +34,11 @@ function ussOf(pid) {
   const text = fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'latin1');
   let kib = 0;
   for (const m of text.matchAll(/^Private_(?:Clean|Dirty):\s+(\d+) kB$/gm)) kib += Number(m[1]);
-  return kib * MIB / 1024;
+  return kib * 1024;
 }
 
-// USS once V8's background thread has finished unmapping (three equal reads 20 ms apart).
+// USS once V8's background thread has finished unmapping: three reads in a row, 20 ms apart,
+// that did not fall by a V8 page (256 KiB).
 async function settledUss(pid) {
   let last = ussOf(pid);
   for (let stable = 0, reads = 0; stable < 3 && reads < 100; reads++) {
@@ -49,16 +50,36 @@ async function settledUss(pid) {
   return last;
 }
 
-// A proxy running alloc.js that has just left GARBAGE_MB MiB of garbage behind.
-async function proxyWithGarbage(t, env = {}, options = {}) {
+// A proxy running alloc.js, initialised; `runs` counts its activations (for the sentinels).
+async function allocProxy(t, env = {}, options = {}) {
   const proxy = await startProxy(t, env, options);
   assert.equal((await proxy.init({ code: ALLOC })).status, 200);
   proxy.ussAtInit = ussOf(proxy.child.pid);
-  const run = await proxy.run({ mb: GARBAGE_MB });
-  assert.equal(run.status, 200, run.text);
-  proxy.garbage = run.body.heap_growth_bytes;
-  assert.ok(proxy.garbage >= GARBAGE_MB * MIB);
+  proxy.runs = 0;
   return proxy;
+}
+
+// One activation leaving GARBAGE_MB MiB of garbage; resolves to its size in bytes.
+async function leaveGarbage(proxy) {
+  const run = await proxy.run({ mb: GARBAGE_MB });
+  proxy.runs += 1;
+  assert.equal(run.status, 200, run.text);
+  assert.ok(run.body.heap_growth_bytes >= GARBAGE_MB * MIB);
+  return run.body.heap_growth_bytes;
+}
+
+// Leaves garbage, reclaims at once, and resolves to {report, garbage}. V8 may finish an
+// incremental marking it started during the activation on its own, between the reply and the
+// reclaim; the reclaim would then find nothing to release. Its report shows that (the heap
+// held less than the garbage when it started), and the activation is simply repeated.
+async function reclaimGarbage(proxy, body) {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const garbage = await leaveGarbage(proxy);
+    const res = await reclaim(proxy, body);
+    assert.equal(res.status, 200, res.text);
+    if (res.body.details.heap_before.used_bytes >= garbage) return { report: res.body, garbage };
+  }
+  throw new Error('V8 collected the garbage on its own before every reclaim');
 }
 
 function reclaim(proxy, body) {
@@ -76,67 +97,63 @@ function assertReport(report, variant, { addon = true } = {}) {
 }
 
 // The proxy still serves activations normally, with their sentinels; a reclaim printed none.
-async function assertStillServes(proxy, runsSoFar) {
+async function assertStillServes(proxy) {
   const run = await proxy.run({ mb: 1 });
+  proxy.runs += 1;
   assert.equal(run.status, 200, run.text);
   assert.equal(run.body.mb, 1);
-  await proxy.stdout.waitForSentinels(runsSoFar + 1);
-  await proxy.stderr.waitForSentinels(runsSoFar + 1);
-  assert.equal(proxy.stdout.sentinels(), runsSoFar + 1);
-  assert.equal(proxy.stderr.sentinels(), runsSoFar + 1);
+  await proxy.stdout.waitForSentinels(proxy.runs);
+  await proxy.stderr.waitForSentinels(proxy.runs);
+  assert.equal(proxy.stdout.sentinels(), proxy.runs);
+  assert.equal(proxy.stderr.sentinels(), proxy.runs);
 }
 
 test('reclaim gives most of an activation\'s garbage back, with the default variant', async (t) => {
-  const proxy = await proxyWithGarbage(t);
-  const res = await reclaim(proxy);
-  assert.equal(res.status, 200, res.text);
-  const report = res.body;
+  const proxy = await allocProxy(t);
+  const { report, garbage } = await reclaimGarbage(proxy, undefined);
   assertReport(report, DEFAULT_VARIANT);
   assert.deepEqual(report.details.steps, ['low_memory_notification', 'malloc_trim']);
 
   const released = report.uss_before - report.uss_after;
-  assert.ok(released >= MIN_SHARE * proxy.garbage,
-    `USS ${report.uss_before} -> ${report.uss_after} for ${proxy.garbage} bytes of garbage`);
+  assert.ok(released >= MIN_SHARE * garbage, `USS ${report.uss_before} -> ${report.uss_after} for ${garbage} bytes of garbage`);
   // The garbage is gone from the heap: the live bytes are a fraction of it.
-  assert.ok(report.live_bytes < proxy.garbage / 4, `live ${report.live_bytes}`);
+  assert.ok(report.live_bytes < garbage / 4, `live ${report.live_bytes}`);
   // The reply came once the release was over: USS does not keep falling afterwards, and the
   // proxy's own reading is the one /proc gives from outside.
   const outside = await settledUss(proxy.child.pid);
   assert.ok(Math.abs(outside - report.uss_after) < 4 * MIB, `reported ${report.uss_after}, /proc ${outside}`);
-  await assertStillServes(proxy, 1);
+  await assertStillServes(proxy);
 });
 
 for (const variant of VARIANTS) {
   test(`variant ${variant} releases the garbage and the proxy serves on`, async (t) => {
-    const proxy = await proxyWithGarbage(t);
-    const res = await reclaim(proxy, { variant });
-    assert.equal(res.status, 200, res.text);
-    assertReport(res.body, variant);
-    assert.equal(res.body.details.steps.at(-1), 'malloc_trim');
-    const released = res.body.uss_before - res.body.uss_after;
-    assert.ok(released >= MIN_SHARE * proxy.garbage, `${variant}: released ${released} of ${proxy.garbage}`);
+    const proxy = await allocProxy(t);
+    const { report, garbage } = await reclaimGarbage(proxy, { variant });
+    assertReport(report, variant);
+    assert.equal(report.details.steps.at(-1), 'malloc_trim');
+    const released = report.uss_before - report.uss_after;
+    assert.ok(released >= MIN_SHARE * garbage, `${variant}: released ${released} of ${garbage}`);
     if (REDUCING.has(variant)) {
-      assert.ok(res.body.uss_after - proxy.ussAtInit < proxy.garbage / 4,
-        `${variant}: USS ${res.body.uss_after} after reclaim, ${proxy.ussAtInit} before the activation`);
+      assert.ok(report.uss_after - proxy.ussAtInit < garbage / 4,
+        `${variant}: USS ${report.uss_after} after reclaim, ${proxy.ussAtInit} before the activation`);
     }
     const outside = await settledUss(proxy.child.pid);
-    assert.ok(Math.abs(outside - res.body.uss_after) < 4 * MIB, `reported ${res.body.uss_after}, /proc ${outside}`);
-    await assertStillServes(proxy, 1);
+    assert.ok(Math.abs(outside - report.uss_after) < 4 * MIB, `reported ${report.uss_after}, /proc ${outside}`);
+    await assertStillServes(proxy);
   });
 }
 
 test('repeated and concurrent reclaims are safe and find nothing more to release', async (t) => {
-  const proxy = await proxyWithGarbage(t);
-  const first = await reclaim(proxy, {});
-  assert.equal(first.status, 200, first.text);
+  const proxy = await allocProxy(t);
+  const { report: first } = await reclaimGarbage(proxy, {});
   const again = await Promise.all(VARIANTS.map((variant) => reclaim(proxy, { variant })));
   for (const [i, res] of again.entries()) {
     assert.equal(res.status, 200, res.text);
     assertReport(res.body, VARIANTS[i]);
     // Nothing left to give: USS stays where the first reclaim left it.
-    assert.ok(res.body.uss_after < first.body.uss_after + 4 * MIB);
+    assert.ok(res.body.uss_after < first.uss_after + 4 * MIB);
   }
-  await assertStillServes(proxy, 1);
+  await assertStillServes(proxy);
 });
 
 test('bad requests: unknown variant, wrong type, malformed JSON, wrong method', async (t) => {
@@ -163,47 +180,42 @@ test('without the addon, reclaim falls back to a full GC and says so', async (t)
     recursive: true,
     filter: (src) => !['addon', 'packages', 'test', 'tools'].includes(path.relative(RUNTIME, src)),
   });
-  const proxy = await proxyWithGarbage(t, {}, { proxy: path.join(copy, 'proxy.js') });
-  const first = await reclaim(proxy);
-  assert.equal(first.status, 200, first.text);
-  assertReport(first.body, DEFAULT_VARIANT, { addon: false });
-  assert.deepEqual(first.body.details.steps, ['full_gc']);
-  assert.match(first.body.details.addon_error, /icebox_reclaim\.node/);
-  const released = first.body.uss_before - first.body.uss_after;
-  assert.ok(released >= MIN_SHARE * proxy.garbage, `released ${released} of ${proxy.garbage}`);
+  const proxy = await allocProxy(t, {}, { proxy: path.join(copy, 'proxy.js') });
+  const { report, garbage } = await reclaimGarbage(proxy, undefined);
+  assertReport(report, DEFAULT_VARIANT, { addon: false });
+  assert.deepEqual(report.details.steps, ['full_gc']);
+  assert.match(report.details.addon_error, /icebox_reclaim\.node/);
+  const released = report.uss_before - report.uss_after;
+  assert.ok(released >= MIN_SHARE * garbage, `released ${released} of ${garbage}`);
   // Every variant is accepted and does the same.
   const other = await reclaim(proxy, { variant: 'pressure-critical' });
   assert.equal(other.status, 200, other.text);
   assertReport(other.body, 'pressure-critical', { addon: false });
   assert.deepEqual(other.body.details.steps, ['full_gc']);
-  await assertStillServes(proxy, 1);
+  await assertStillServes(proxy);
 });
 
+// Eager mode's collection is V8's gc() (no kReduceMemoryFootprint): it frees the garbage but
+// leaves the young generation V8 grew, about 0.4 to 0.5 of the 64 MiB here; without it an
+// activation's garbage stays until V8 decides to collect (or a reclaim).
+const EAGER_MAX_SHARE = 0.75;
+
 test('eager mode collects after every activation and keeps USS low between them', async (t) => {
-  const [eager, vanilla] = await Promise.all([
-    startProxy(t, { ICEBOX_EAGER_GC: '1' }),
-    startProxy(t),
-  ]);
+  const proxy = await allocProxy(t, { ICEBOX_EAGER_GC: '1' });
+  const stats = async () => (await proxy.request('GET', '/icebox/stats')).body;
+  const majorsBefore = (await stats()).details.gc_by_kind.major;
   const runs = 3;
-  for (const proxy of [eager, vanilla]) {
-    assert.equal((await proxy.init({ code: ALLOC })).status, 200);
-    const majorBefore = (await proxy.request('GET', '/icebox/stats')).body.details.gc_by_kind.major;
-    for (let i = 0; i < runs; i++) {
-      const run = await proxy.run({ mb: GARBAGE_MB });
-      assert.equal(run.status, 200, run.text);
-      proxy.garbage = run.body.heap_growth_bytes;
-      proxy.heapUsed = (await proxy.request('GET', '/icebox/stats')).body.heap_used_bytes;
-      if (proxy === eager) {
-        // The activation's garbage was collected before the reply.
-        assert.ok(proxy.heapUsed < proxy.garbage / 4, `heap used ${proxy.heapUsed} after run ${i + 1}`);
-      }
-    }
-    await proxy.stdout.waitForSentinels(runs);
-    proxy.majors = (await proxy.request('GET', '/icebox/stats')).body.details.gc_by_kind.major - majorBefore;
-    proxy.uss = await settledUss(proxy.child.pid);
+  for (let i = 0; i < runs; i++) {
+    const garbage = await leaveGarbage(proxy);
+    // The garbage was collected before the reply, so it is not in the heap any more.
+    const heapUsed = (await stats()).heap_used_bytes;
+    assert.ok(heapUsed < garbage / 4, `heap used ${heapUsed} after activation ${i + 1}`);
+    const uss = await settledUss(proxy.child.pid);
+    assert.ok(uss - proxy.ussAtInit < EAGER_MAX_SHARE * garbage,
+      `USS ${uss} after activation ${i + 1}, ${proxy.ussAtInit} after /init`);
   }
-  assert.ok(eager.majors >= runs, `${eager.majors} major GCs in ${runs} eager activations`);
-  assert.ok(vanilla.heapUsed >= vanilla.garbage, 'the vanilla proxy still holds the last garbage');
-  assert.ok(vanilla.uss - eager.uss >= MIN_SHARE * vanilla.garbage, `USS eager ${eager.uss}, vanilla ${vanilla.uss}`);
-  assert.equal(eager.stdout.sentinels(), runs);
+  const majors = (await stats()).details.gc_by_kind.major - majorsBefore;
+  assert.ok(majors >= runs, `${majors} major GCs in ${runs} activations`);
+  await proxy.stdout.waitForSentinels(runs);
+  assert.equal(proxy.stdout.sentinels(), runs);
 });
