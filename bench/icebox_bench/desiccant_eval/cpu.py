@@ -86,7 +86,8 @@ class CpuacctGroup:
     """A cpuacct cgroup of the harness's own; `wrap` makes a command start inside it."""
 
     def __init__(self, mount: Path):
-        self.path = mount / f"icebox-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        # Not "icebox-…": that is how iceboxd names its cgroups, which cleanup tools sweep.
+        self.path = mount / f"bench-cpuacct-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.path.mkdir()
 
     @classmethod
