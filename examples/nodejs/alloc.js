@@ -7,7 +7,9 @@ function main(params) {
   const mb = params.mb === undefined ? 64 : Number(params.mb);
   if (!Number.isFinite(mb) || mb < 0) return { error: `mb must be a non-negative number, got ${params.mb}` };
   const target = mb * 1024 * 1024;
-  const before = v8.getHeapStatistics().used_heap_size;
+  // Growth is summed chunk by chunk: a collection that runs meanwhile frees earlier garbage
+  // and would make "used now - used before" undercount what this call holds.
+  let last = v8.getHeapStatistics().used_heap_size;
 
   // Grow until the heap has grown by the target, measured rather than estimated, since the
   // size of an object depends on V8's layout. Everything stays reachable until main returns.
@@ -21,7 +23,9 @@ function main(params) {
     }
     chunks.push(chunk);
     objects += chunk.length;
-    grown = v8.getHeapStatistics().used_heap_size - before;
+    const used = v8.getHeapStatistics().used_heap_size;
+    grown += Math.max(0, used - last);
+    last = used;
   }
 
   return {

@@ -10,7 +10,9 @@ pub struct RuntimeManifest {
     pub kind: String,
     #[serde(default)]
     pub aliases: Vec<String>,
-    /// argv; `{runtime_dir}` stands for wherever the runtime directory is visible to it.
+    /// argv; `{runtime_dir}` stands for wherever the runtime directory is visible to it,
+    /// `{memory_mb}` for the instance's memory limit and `{heap_mb}` for the share of it a
+    /// managed heap may take (see [`heap_mb`]).
     pub command: Vec<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -19,21 +21,36 @@ pub struct RuntimeManifest {
     pub dir: PathBuf,
 }
 
+/// The share of an instance's memory limit a managed heap may grow to: the rest is the
+/// runtime's own (code, JIT, young generation, native buffers). A runtime that sizes its heap
+/// from the limit it sees at start-up would otherwise grow past the cgroup limit and be
+/// OOM-killed before its collector runs (measured: Node 20 in a 256 MiB cgroup sets a 259 MiB
+/// heap limit).
+pub fn heap_mb(memory_limit_bytes: u64) -> u64 {
+    (memory_limit_bytes >> 20) * 3 / 5
+}
+
 impl RuntimeManifest {
-    /// argv with `{runtime_dir}` replaced by `runtime_dir`.
-    pub fn argv(&self, runtime_dir: &str) -> Vec<String> {
-        self.command.iter().map(|a| a.replace("{runtime_dir}", runtime_dir)).collect()
+    /// argv with `{runtime_dir}`, `{memory_mb}` and `{heap_mb}` replaced.
+    pub fn argv(&self, runtime_dir: &str, memory_limit_bytes: u64) -> Vec<String> {
+        self.command.iter().map(|a| expand(a, runtime_dir, memory_limit_bytes)).collect()
     }
 
-    /// Environment with `{runtime_dir}` replaced, e.g. a PYTHONPATH into the runtime's own
-    /// package directory.
-    pub fn env_for(&self, runtime_dir: &str) -> Vec<(String, String)> {
-        self.env.iter().map(|(k, v)| (k.clone(), v.replace("{runtime_dir}", runtime_dir))).collect()
+    /// Environment with the same placeholders replaced, e.g. a PYTHONPATH into the runtime's
+    /// own package directory.
+    pub fn env_for(&self, runtime_dir: &str, memory_limit_bytes: u64) -> Vec<(String, String)> {
+        self.env.iter().map(|(k, v)| (k.clone(), expand(v, runtime_dir, memory_limit_bytes))).collect()
     }
 
     pub fn language(&self) -> &str {
         self.kind.split(':').next().unwrap_or(&self.kind)
     }
+}
+
+fn expand(text: &str, runtime_dir: &str, memory_limit_bytes: u64) -> String {
+    text.replace("{runtime_dir}", runtime_dir)
+        .replace("{memory_mb}", &(memory_limit_bytes >> 20).to_string())
+        .replace("{heap_mb}", &heap_mb(memory_limit_bytes).to_string())
 }
 
 /// All known kinds, with aliases resolved.
@@ -106,10 +123,24 @@ mod tests {
         let rt = Runtimes::load(dir.path()).unwrap();
         let m = rt.resolve("python:default").unwrap();
         assert_eq!(m.kind, "python:3");
-        assert_eq!(m.argv("/opt/r"), vec!["/usr/bin/python3", "/opt/r/proxy.py"]);
+        assert_eq!(m.argv("/opt/r", 256 << 20), vec!["/usr/bin/python3", "/opt/r/proxy.py"]);
         assert_eq!(m.language(), "python");
-        assert_eq!(m.env_for("/opt/r"), vec![("PYTHONPATH".to_string(), "/opt/r/packages".to_string())]);
+        assert_eq!(m.env_for("/opt/r", 256 << 20), vec![("PYTHONPATH".to_string(), "/opt/r/packages".to_string())]);
         assert!(rt.resolve("ruby:3").is_none());
+    }
+
+    #[test]
+    fn memory_placeholders_follow_the_instance_limit() {
+        let m = RuntimeManifest {
+            kind: "nodejs:20".into(),
+            aliases: vec![],
+            command: vec!["node".into(), "--max-old-space-size={heap_mb}".into(), "{runtime_dir}/proxy.js".into()],
+            env: BTreeMap::from([("LIMIT".to_string(), "{memory_mb}".to_string())]),
+            dir: PathBuf::new(),
+        };
+        assert_eq!(m.argv("/r", 256 << 20), vec!["node", "--max-old-space-size=153", "/r/proxy.js"]);
+        assert_eq!(m.argv("/r", 1 << 30)[1], "--max-old-space-size=614");
+        assert_eq!(m.env_for("/r", 512 << 20), vec![("LIMIT".to_string(), "512".to_string())]);
     }
 
     #[test]

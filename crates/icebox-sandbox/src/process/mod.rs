@@ -169,7 +169,7 @@ impl ProcessBackend {
         let tmp = dir.join("tmp");
         std::fs::create_dir_all(&tmp)?;
         let socket = dir.join("proxy.sock");
-        let argv = spec.runtime.argv(&spec.runtime.dir.to_string_lossy());
+        let argv = spec.runtime.argv(&spec.runtime.dir.to_string_lossy(), spec.memory_limit_bytes);
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .current_dir(&tmp)
@@ -177,7 +177,7 @@ impl ProcessBackend {
             .env("ICEBOX_CONCURRENCY", spec.concurrency.to_string())
             .env("TMPDIR", &tmp)
             .env("HOME", &tmp)
-            .envs(spec.runtime.env_for(&spec.runtime.dir.to_string_lossy()))
+            .envs(spec.runtime.env_for(&spec.runtime.dir.to_string_lossy(), spec.memory_limit_bytes))
             .envs(spec.env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

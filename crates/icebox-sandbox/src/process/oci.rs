@@ -36,11 +36,11 @@ pub fn config(spec: &InstanceSpec, rootfs: &str, socket_dir: &str) -> Value {
         format!("ICEBOX_PROXY_SOCKET={SOCKET_INSIDE}"),
         format!("ICEBOX_CONCURRENCY={}", spec.concurrency),
     ];
-    env.extend(spec.runtime.env_for(RUNTIME_MOUNT).into_iter().map(|(k, v)| format!("{k}={v}")));
+    env.extend(spec.runtime.env_for(RUNTIME_MOUNT, spec.memory_limit_bytes).into_iter().map(|(k, v)| format!("{k}={v}")));
     env.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
 
     let mut args = vec!["/usr/bin/tini".to_string(), "--".to_string()];
-    args.extend(spec.runtime.argv(RUNTIME_MOUNT));
+    args.extend(spec.runtime.argv(RUNTIME_MOUNT, spec.memory_limit_bytes));
 
     let mut namespaces = vec![
         json!({"type": "pid"}),

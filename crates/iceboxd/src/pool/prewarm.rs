@@ -1,6 +1,7 @@
 //! Prewarmed runtimes ("stem cells", as OpenWhisk calls them): for each configured kind a few
 //! sandboxes are started ahead of demand, their proxy listening and the whole sandbox frozen.
-//! A cold start of an action that fits (intra-instance concurrency 1, no network) takes one,
+//! A cold start of an action that fits (intra-instance concurrency 1, no network, the stem
+//! cells' memory limit, as OpenWhisk's stem cells are per kind and memory) takes one,
 //! sets the action's memory limit, thaws it and only pays /init; a replacement starts in the
 //! background. Stem cells are not charged against the keep-alive budget or max_instances:
 //! their number is the configured count.
@@ -126,7 +127,10 @@ impl Pool {
     pub(super) async fn take_stem_cell(self: &Arc<Self>, action: &ActionSpec) -> Option<Arc<dyn Sandbox>> {
         // Stem cells start with the node's reclaim mode (eager GC is a start-up setting).
         let eager = |m| m == icebox_policy::ReclaimMode::Eager;
+        // The memory limit must match too: runtimes size their heaps from it at start-up
+        // ({heap_mb}, the JVM's MaxRAMPercentage), so another limit would mean a wrong heap.
         let fits = action.limits.concurrency == 1
+            && action.limits.memory_bytes() == STEM_CELL_LIMIT
             && !action.annotation("icebox.network").and_then(|v| v.as_bool()).unwrap_or(false)
             && eager(self.mode_of(action)) == eager(self.cfg.reclaim_mode);
         if !fits {
