@@ -36,6 +36,15 @@ impl Daemon {
 
     /// A daemon on an existing state directory (a restart).
     pub fn start_on(state: &StateDir, extra: &[&str]) -> Daemon {
+        Self::launch(state, &paths::runtimes_dir(), extra)
+    }
+
+    /// A daemon with another runtimes directory (e.g. a fixture runtime).
+    pub fn start_with_runtimes(runtimes_dir: &std::path::Path, extra: &[&str]) -> Daemon {
+        Self::launch(&StateDir::new(), runtimes_dir, extra)
+    }
+
+    fn launch(state: &StateDir, runtimes_dir: &std::path::Path, extra: &[&str]) -> Daemon {
         let iceboxd = paths::binary("iceboxd");
         paths::binary("icebox");
         // A free port may be taken by another test between our probe and the daemon's bind.
@@ -50,7 +59,7 @@ impl Daemon {
                 .arg("--auth")
                 .arg(AUTH)
                 .arg("--runtimes-dir")
-                .arg(paths::runtimes_dir())
+                .arg(runtimes_dir)
                 .args(extra);
             clear_icebox_env(&mut cmd);
             let out = std::fs::File::create(&log).expect("creating the daemon log");

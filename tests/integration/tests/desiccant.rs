@@ -206,3 +206,59 @@ fn eager_mode_collects_garbage_after_every_invocation() {
     assert!(eager * 2 < vanilla, "eager {eager} should hold far less than vanilla {vanilla}");
     d.stop();
 }
+
+#[test]
+fn a_runtime_without_the_reclaim_extension_is_reclaimed_by_page_out_only() {
+    let fixture = paths::workspace_root().join("tests/integration/fixtures/runtimes");
+    let d = Daemon::start_with_runtimes(&fixture, &["--pause-grace", "100ms", "--prewarm", "none"]);
+    d.deploy("old", "python:legacy", "def main(args):\n    return {'hello': args.get('name')}\n", json!({"memory": 128}));
+    let first = d.invoke("old", json!({"name": "a"})).expect_success();
+    assert_eq!(first.result(), &json!({"hello": "a"}));
+    let instance = first.instance().to_string();
+    wait_frozen(&d, &instance);
+
+    let (status, report) = reclaim(&d, &instance);
+    assert_eq!(status, 200, "a proxy without /icebox/reclaim is skipped, not an error: {report}");
+    assert_eq!(report["variant"], "none", "no runtime reclaim ran: {report}");
+    assert!(report["live_bytes"].is_null(), "{report}");
+    assert_eq!(d.instance(&instance).unwrap()["state"], "frozen", "refrozen after the page-out");
+
+    let again = d.invoke("old", json!({"name": "b"})).expect_success();
+    assert_eq!((again.instance(), again.result()), (instance.as_str(), &json!({"hello": "b"})));
+    d.assert_healthy();
+    d.stop();
+}
+
+#[test]
+fn node_keeps_its_heap_inside_the_memory_limit() {
+    // Node sizes its heap from the cgroup limit it starts in (259 MiB in a 256 MiB cgroup), so
+    // garbage piled up between collections used to get it OOM-killed; iceboxd starts it with
+    // --max-old-space-size below the limit. Both a fresh start and a stem cell.
+    for prewarm in ["none", "nodejs:20=1"] {
+        let d = Daemon::start(&["--pause-grace", "100ms", "--prewarm", prewarm, "--reclaim-mode", "vanilla"]);
+        let out = d.cli(&["action", "update", "alloc", &example("examples/nodejs/alloc.js"), "--memory", "256"]);
+        out.success();
+        if prewarm != "none" {
+            wait_for("a prewarmed Node.js runtime", Duration::from_secs(20), || {
+                d.instances().into_iter().find(|i| i["state"] == "prewarmed")
+            });
+        }
+        let first = d.invoke("alloc", json!({"mb": 90})).expect_success();
+        // A stem cell's id carries over: its own runtime_ready comes first, the action's last.
+        let origin = d.events_of(first.instance()).into_iter().rev().find(|e| e["kind"] == "runtime_ready").unwrap()["detail"].clone();
+        assert_eq!(origin == "prewarmed", prewarm != "none", "prewarm {prewarm}: the stem cell serves 256 MB actions");
+        for round in 0..8 {
+            let next = d.invoke("alloc", json!({"mb": 90})).expect_success();
+            assert_eq!(next.instance(), first.instance(), "prewarm {prewarm}, round {round}: the instance survived");
+        }
+        assert!(d.events().iter().all(|e| e["kind"] != "evicted"), "prewarm {prewarm}: nothing was OOM-killed");
+        if prewarm != "none" {
+            // A stem cell's heap is sized for its own limit: an action of another size starts afresh.
+            d.cli(&["action", "update", "big", &example("examples/nodejs/alloc.js"), "--memory", "512"]).success();
+            let big = d.invoke("big", json!({"mb": 1})).expect_success();
+            let origin = d.events_of(big.instance()).into_iter().find(|e| e["kind"] == "runtime_ready").unwrap()["detail"].clone();
+            assert!(origin.is_null(), "a 512 MB action does not take a 256 MB stem cell: {origin}");
+        }
+        d.stop();
+    }
+}
