@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from . import __version__
@@ -34,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     common.set_argv(argv)
     args = build_parser().parse_args(argv)
+    # SIGTERM (a CI timeout, `kill`) takes the same path as Ctrl-C, so the daemons a run
+    # started are stopped and its cgroups removed by the finally blocks on the way out.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         return args.func(args)
     except KeyboardInterrupt:
@@ -44,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {e}", file=sys.stderr)
         return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 if __name__ == "__main__":
