@@ -6,8 +6,10 @@ Per function (MB = MiB):
 * eager_uss_mb     — the same in mode eager (the runtime collects fully after every /run);
 * desiccant_uss_mb — an instance in mode desiccant after n invocations, frozen, then
                      reclaimed through the node API, once frozen again;
-* ideal_uss_mb     — frozen-garbage's ideal at that point: start-up USS + the live heap beyond
-                     a bare runtime's (frozen_garbage/analysis.py).
+* ideal_uss_mb     — the paper's ideal (§3.1: only useful contents, e.g. live objects): the
+                     vanilla instance's USS less the heap it holds beyond its live objects,
+                     never below start-up USS + live heap (fig7_run.Measurement.ideal; the
+                     stricter start-up + live reading is in details.json).
 
 Per language, the means over its functions of the per-function ratios vanilla/desiccant,
 eager/desiccant and desiccant/ideal: the paper's "1.21× to 4.57× for Java functions (2.78× on

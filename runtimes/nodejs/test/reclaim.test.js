@@ -77,7 +77,9 @@ async function reclaimGarbage(proxy, body) {
     const garbage = await leaveGarbage(proxy);
     const res = await reclaim(proxy, body);
     assert.equal(res.status, 200, res.text);
-    if (res.body.details.heap_before.used_bytes >= garbage) return { report: res.body, garbage };
+    // alloc.js sums the heap's growth chunk by chunk, which also counts a few short-lived
+    // temporaries (measured: ~5%); a heap V8 had already collected would hold only a few MiB.
+    if (res.body.details.heap_before.used_bytes >= 0.9 * garbage) return { report: res.body, garbage };
   }
   throw new Error('V8 collected the garbage on its own before every reclaim');
 }
