@@ -262,3 +262,33 @@ fn node_keeps_its_heap_inside_the_memory_limit() {
         d.stop();
     }
 }
+
+#[test]
+fn a_reclaim_whose_runtime_hangs_or_dies_evicts_the_instance_and_nothing_else() {
+    let fixture = paths::workspace_root().join("tests/integration/fixtures/runtimes");
+    let d = Daemon::start_with_runtimes(&fixture, &["--pause-grace", "100ms", "--prewarm", "none"]);
+    let main = "def main(args):\n    return {'ok': True}\n";
+    d.deploy("bystander", "python:legacy", main, json!({"memory": 128}));
+    d.deploy("hangs", "python:legacy", &format!("import time\n{main}def reclaim():\n    time.sleep(3600)\n"), json!({"memory": 128}));
+    d.deploy("dies", "python:legacy", &format!("import os\n{main}def reclaim():\n    os._exit(3)\n"), json!({"memory": 128}));
+    let bystander = d.invoke("bystander", json!({})).expect_success().instance().to_string();
+    for name in ["hangs", "dies"] {
+        let instance = d.invoke(name, json!({})).expect_success().instance().to_string();
+        wait_frozen(&d, &instance);
+        let (status, body) = reclaim(&d, &instance);
+        assert!(status >= 500, "{name}: the reclaim failed visibly: {status} {body}");
+        // Evicted, not left thawed in the pool; its processes and cgroups are gone.
+        wait_for(&format!("{name} evicted"), Duration::from_secs(20), || {
+            d.events_of(&instance).into_iter().find(|e| e["kind"] == "evicted")
+        });
+        assert!(d.instance(&instance).is_none(), "{name}: no longer listed");
+        // The next invocation starts a new instance and is served.
+        let next = d.invoke(name, json!({})).expect_success();
+        assert_ne!(next.instance(), instance, "{name}: a fresh instance");
+    }
+    // The neighbour was never touched.
+    assert!(d.instance(&bystander).is_some(), "the bystander instance lives on");
+    assert_eq!(d.invoke("bystander", json!({})).expect_success().instance(), bystander);
+    d.assert_healthy();
+    d.stop();
+}
