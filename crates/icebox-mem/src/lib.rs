@@ -6,10 +6,12 @@ mod accounting;
 mod candidates;
 mod mappings;
 mod pageout;
+mod recache;
 mod smaps;
 
 pub use accounting::measure_pids;
 pub use candidates::pageout_candidates;
 pub use mappings::{file_mappings, mapped_files, parse_mapped_files, parse_smaps, FileMapping};
 pub use pageout::{pageout, PageoutReport};
+pub use recache::{evicted_runs, exclusive_file_pages, recache, EvictedPages};
 pub use smaps::{parse_smaps_rollup, smaps_rollup};

@@ -105,12 +105,26 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_RECLAIM_THRESHOLD_MAX", default_value_t = 0.9)]
     pub reclaim_threshold_max: f64,
 
+    /// Desiccant's library unmapping (§4.6) after a reclaim: keep-cached (page out the
+    /// instance's private library pages, then read them back into the page cache, unmapped:
+    /// its USS drops and its next activation faults them in from memory), evict (page out and
+    /// leave them to be re-read from disk), or off.
+    #[arg(long, env = "ICEBOX_LIBRARY_PAGEOUT", value_enum, default_value = "keep-cached")]
+    pub library_pageout: LibraryPageout,
+
     /// Log format: text or json.
     #[arg(long, env = "ICEBOX_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
 }
 
 pub type PrewarmSpec = Vec<(String, usize)>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LibraryPageout {
+    KeepCached,
+    Evict,
+    Off,
+}
 
 fn parse_prewarm_flag(s: &str) -> Result<PrewarmSpec, String> {
     crate::pool::parse_prewarm(s)

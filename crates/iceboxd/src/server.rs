@@ -80,6 +80,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             reclaim_mode: cfg.reclaim_mode,
             desiccant,
             cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            library_pageout: cfg.library_pageout,
         },
         events.clone(),
         metrics.clone(),

@@ -533,3 +533,56 @@ fn errors_name_the_missing_capability() {
     let gone = explain(io::Error::from_raw_os_error(libc::ESRCH), 42);
     assert_eq!(gone.raw_os_error(), Some(libc::ESRCH));
 }
+
+/// Share of `file`'s pages in the page cache, read with mincore on a mapping of this process
+/// that is never touched (so it neither faults pages in nor shares the child's).
+fn cached_share(file: &TestFile) -> f64 {
+    let f = std::fs::File::open(&file.path).unwrap();
+    // SAFETY: a read-only shared mapping of a file we keep open for its lifetime; unmapped below.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), FILE_BYTES, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+    assert_ne!(p, libc::MAP_FAILED);
+    let mut vec = vec![0u8; FILE_BYTES / PAGE];
+    // SAFETY: `vec` has one byte per page of the mapping.
+    let rc = unsafe { libc::mincore(p, FILE_BYTES, vec.as_mut_ptr()) };
+    unsafe { libc::munmap(p, FILE_BYTES) };
+    assert_eq!(rc, 0, "mincore: {}", io::Error::last_os_error());
+    vec.iter().filter(|b| **b & 1 == 1).count() as f64 / vec.len() as f64
+}
+
+#[test]
+fn recache_keeps_paged_out_pages_in_the_page_cache_but_out_of_the_process() {
+    for keep in [false, true] {
+        let file = TestFile::create(if keep { "recache" } else { "evict" });
+        let mapper = Mapper::spawn(&file);
+        mapper.touch();
+        mapper.stop();
+        let m = mapper.mapping();
+        let evicted = crate::exclusive_file_pages(mapper.pid(), &[(m.start, m.end, m.offset)]).unwrap();
+        let noted: u64 = evicted.iter().map(|e| e.bytes()).sum();
+        assert!(noted >= m.rss * 9 / 10, "resident exclusive pages noted: {noted} of Rss {}", m.rss);
+        pageout(mapper.pid(), &[(m.start, m.end)]).unwrap();
+        // MADV_PAGEOUT evicts file pages no one else maps from the page cache too.
+        assert!(cached_share(&file) < 0.1, "evicted from the page cache: {}", cached_share(&file));
+        if keep {
+            assert_eq!(crate::recache(mapper.pid(), &evicted).unwrap(), noted);
+            // Readahead is asynchronous: wait (bounded) for it rather than assume a time.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while cached_share(&file) < 0.9 && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            assert!(cached_share(&file) >= 0.9, "back in the page cache: {}", cached_share(&file));
+        }
+        // Either way the pages are out of the process: its USS does not take them back.
+        let after = mapper.mapping();
+        assert!(after.rss <= m.rss / 10, "mapping Rss {} → {}", m.rss, after.rss);
+        mapper.resume();
+        mapper.touch();
+    }
+}
+
+#[test]
+fn recache_of_a_gone_mapping_is_nothing_to_do() {
+    let gone = crate::EvictedPages { start: 0x10000, end: 0x11000, runs: vec![(0, 4096)] };
+    assert_eq!(crate::recache(std::process::id(), &[gone]).unwrap(), 0);
+    assert!(crate::exclusive_file_pages(std::process::id(), &[(0x10000, 0x11000, 0)]).unwrap().is_empty());
+}

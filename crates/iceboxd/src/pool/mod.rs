@@ -42,6 +42,7 @@ pub struct PoolConfig {
     pub desiccant: icebox_policy::DesiccantConfig,
     /// CPU cores reclaims may use when idle.
     pub cores: usize,
+    pub library_pageout: crate::config::LibraryPageout,
 }
 
 /// Why an invocation could not get an instance.

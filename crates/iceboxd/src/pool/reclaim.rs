@@ -6,6 +6,7 @@
 //! prefers other warm instances of the action while one is being reclaimed.
 
 use super::{ControlError, EvictReason, Instance, Pool};
+use crate::config::LibraryPageout;
 use crate::metrics::OutcomeLabel;
 use icebox_core::api::ReclaimReport;
 use icebox_core::{EventKind, InstanceState};
@@ -161,8 +162,13 @@ impl Pool {
 
     /// Desiccant §4.6: page out private, unmodified, file-backed pages of the instance's
     /// processes, except files a running (not frozen) instance maps — those pages would only
-    /// fault straight back in for it.
+    /// fault straight back in for it. With `keep-cached` the pages the page-out evicts are
+    /// read back into the page cache, unmapped (icebox_mem::recache).
     async fn page_out_libraries(&self, instance: &Arc<Instance>) -> u64 {
+        let mode = self.cfg.library_pageout;
+        if mode == LibraryPageout::Off {
+            return 0;
+        }
         let pids = instance.sandbox.pids();
         let busy_pids: Vec<u32> = {
             let inner = self.inner.lock().unwrap();
@@ -183,13 +189,18 @@ impl Pool {
             }
             let mut advised = 0;
             for pid in pids {
-                let ranges = match icebox_mem::file_mappings(pid) {
-                    Ok(maps) => icebox_mem::pageout_candidates(&maps, &exclude),
-                    Err(_) => continue,
+                let Ok(maps) = icebox_mem::file_mappings(pid) else { continue };
+                let ranges = icebox_mem::pageout_candidates(&maps, &exclude);
+                let evicted = match mode {
+                    LibraryPageout::KeepCached => keep_cached_pages(pid, &maps, &ranges, &id),
+                    _ => Vec::new(),
                 };
                 match icebox_mem::pageout(pid, &ranges) {
                     Ok(report) => advised += report.bytes_advised,
                     Err(e) => tracing::debug!(instance = %id, pid, "library page-out failed: {e}"),
+                }
+                if let Err(e) = icebox_mem::recache(pid, &evicted) {
+                    tracing::debug!(instance = %id, pid, "re-reading paged-out library pages failed: {e}");
                 }
             }
             advised
@@ -197,4 +208,17 @@ impl Pool {
         .await
         .unwrap_or(0)
     }
+}
+
+/// The pages of `ranges` a page-out will evict from the page cache, to be read back after it.
+fn keep_cached_pages(pid: u32, maps: &[icebox_mem::FileMapping], ranges: &[(u64, u64)], id: &str) -> Vec<icebox_mem::EvictedPages> {
+    let with_offsets: Vec<(u64, u64, u64)> = maps
+        .iter()
+        .filter(|m| ranges.contains(&(m.start, m.end)))
+        .map(|m| (m.start, m.end, m.offset))
+        .collect();
+    icebox_mem::exclusive_file_pages(pid, &with_offsets).unwrap_or_else(|e| {
+        tracing::debug!(instance = %id, pid, "reading the pagemap failed, pages will be re-read from disk: {e}");
+        Vec::new()
+    })
 }
