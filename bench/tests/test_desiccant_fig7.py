@@ -71,27 +71,34 @@ def test_a_non_positive_figure_is_rejected():
         fig7.function_entry("java", vanilla=1, eager=1, desiccant=0, ideal=1)
 
 
-def test_measurement_uses_the_papers_ideal():
+def test_measurement_ideals():
     m = Measurement("f", "nodejs", baseline_live_bytes=3 * MIB)
     m.runtime_ready = {"uss": 6 * MIB, "pss": 8 * MIB, "rss": 40 * MIB}
     m.live_bytes = 5 * MIB
     m.stats_before_gc = {"heap_committed_bytes": 45 * MIB}
     m.frozen = {"vanilla": {"uss": 60 * MIB, "rss": 90 * MIB}, "eager": {"uss": 40 * MIB},
                 "desiccant": {"uss": 10 * MIB}}
-    # The frozen vanilla instance less its garbage and free heap (45 - 5): 60 - 40
-    assert m.ideal() == 20 * MIB and m.ideal("rss") == 50 * MIB
-    # The strict reading: start-up + (live - bare runtime's live) = 6 + 2
-    assert m.ideal_startup_plus_live() == 8 * MIB and m.ideal_startup_plus_live("rss") == 42 * MIB
+    # ideal = start-up + (live - bare runtime's live) = 6 + 2
+    assert m.ideal() == 8 * MIB and m.ideal("rss") == 42 * MIB
     assert m.summary_entry() == {"language": "nodejs", "vanilla_uss_mb": 60.0, "eager_uss_mb": 40.0,
-                                 "desiccant_uss_mb": 10.0, "ideal_uss_mb": 20.0}
-    # Committed heap that was never resident cannot take the ideal below start-up plus live.
+                                 "desiccant_uss_mb": 10.0, "ideal_uss_mb": 8.0}
+    # The paper's reading: the frozen vanilla instance less its garbage and free heap (45 - 5)
+    assert m.ideal_heap_only() == 20 * MIB and m.ideal_heap_only("rss") == 50 * MIB
+    # Committed heap that was never resident cannot take it below the lower bound.
     m.stats_before_gc = {"heap_committed_bytes": 200 * MIB}
-    assert m.ideal() == 8 * MIB
+    assert m.ideal_heap_only() == 8 * MIB
     m.live_bytes = 1 * MIB  # less than a bare runtime: never below the start-up memory
-    assert m.ideal_startup_plus_live() == 6 * MIB
+    assert m.ideal() == 6 * MIB
     m.stats_before_gc = {}
     with pytest.raises(ValueError):
-        m.ideal()
+        m.ideal_heap_only()
+
+
+def test_heap_only_ratios_per_language():
+    functions = {"a": _entry("java", 30, 20, 10, 8), "b": _entry("java", 30, 20, 12, 8),
+                 "c": _entry("nodejs", 50, 40, 10, 7)}
+    details = {"a": {"ideal_heap_only": {"uss": 10 * MIB}}, "b": {"ideal_heap_only": {"uss": 8 * MIB}}, "c": {}}
+    assert fig7.heap_only_by_language(functions, details) == {"java": pytest.approx((1.0 + 1.5) / 2)}
 
 
 def test_render_writes_the_table_and_the_plot(functions, tmp_path):
