@@ -25,7 +25,7 @@ class DesiccantFig7(Recipe):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--functions", default=None,
-                            help="all, python, nodejs, java, or a comma list (default: a subset per language)")
+                            help="all, python, nodejs, java, or a comma list (default: all Java and Node.js, four Python)")
         parser.add_argument("--iterations", type=int, default=None, help="invocations per instance (default 100)")
         parser.add_argument("--input", choices=("A", "B"), default=None, help="input size (default A)")
 
