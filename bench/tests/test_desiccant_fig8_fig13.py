@@ -69,7 +69,7 @@ def test_fig13_summary_means_per_language_and_variant_and_the_default_headline(t
     }
     summary = fig13.summary(functions, before_runs=130, window=10)
     assert set(summary) == {"runs", "functions", "by_language", "mean_slowdown_default"}
-    assert summary["runs"] == {"before": 130, "window": 10}
+    assert summary["runs"] == {"before": 130, "window": 10, "pause_s": 0.0}
     node = summary["by_language"]["nodejs"]
     assert node["low-memory"] == {"mean_slowdown": 0.2, "max_slowdown": 0.3, "functions": 2}
     assert node["gc-trim"]["mean_slowdown"] == pytest.approx(0.0)

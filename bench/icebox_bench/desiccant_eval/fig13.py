@@ -68,9 +68,9 @@ def mean_default_slowdown(functions: dict[str, dict]) -> float | None:
     return round(mean(values), 4) if values else None
 
 
-def summary(functions: dict[str, dict], *, before_runs: int, window: int) -> dict:
+def summary(functions: dict[str, dict], *, before_runs: int, window: int, pause_s: float = 0.0) -> dict:
     return {
-        "runs": {"before": before_runs, "window": window},
+        "runs": {"before": before_runs, "window": window, "pause_s": pause_s},
         "functions": functions,
         "by_language": by_language(functions),
         "mean_slowdown_default": mean_default_slowdown(functions),

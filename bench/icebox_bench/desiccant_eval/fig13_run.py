@@ -8,9 +8,16 @@ configured variants then run, except the one that was the default.
 Every invocation of the two windows starts from a frozen instance (the recipe waits for the
 freeze after each): the first one after the reclaim necessarily does, so the ones it is
 compared with must too, or the thaw would count as the reclaim's cost.
+
+`pause_s` (default 0, the paper's protocol) leaves the reclaimed instance frozen that long
+before the first invocation after it, as a keep-alive pool does between invocations: the
+library pages the reclaim read back into the page cache (--library-pageout keep-cached) are
+then in place.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from ..client import IceboxClient, IceboxError
 from ..loop import LoopError, run_loop
@@ -25,7 +32,8 @@ def action_name(function: str, label: str) -> str:
 
 
 async def _one_pass(client: IceboxClient, spec: FunctionSpec, variant: str | None, before_runs: int, window: int,
-                    params: dict, *, invocations: JsonlWriter, reclaims: JsonlWriter, log) -> tuple[str, dict]:
+                    params: dict, *, invocations: JsonlWriter, reclaims: JsonlWriter, log,
+                    pause_s: float = 0.0) -> tuple[str, dict]:
     label = variant or "default"
     action = action_name(spec.name, label)
 
@@ -48,6 +56,7 @@ async def _one_pass(client: IceboxClient, spec: FunctionSpec, variant: str | Non
         report = await reclaim(client, instance, variant)
         reclaims.write({"function": spec.name, "requested_variant": variant, **report})
         await wait_frozen(client, instance)
+        await asyncio.sleep(pause_s)
         after = await run_loop(client, action, params, window, invocations=invocations, timeout_ms=spec.timeout_ms,
                                function=spec.name, tags={**tags, "phase": "after"},
                                after_exit=frozen_from(0), log=log)
@@ -65,7 +74,7 @@ async def _one_pass(client: IceboxClient, spec: FunctionSpec, variant: str | Non
 
 async def measure_function(client: IceboxClient, spec: FunctionSpec, variants: list[str], before_runs: int,
                            window: int, size: str, *, invocations: JsonlWriter, reclaims: JsonlWriter,
-                           log=print) -> dict:
+                           log=print, pause_s: float = 0.0) -> dict:
     """{"language", "default_variant", "variants": {name: entry}}; raises ProtocolError."""
     if window < 1 or before_runs < window:
         raise ValueError("the window must be at least 1 and at most the invocations before the reclaim")
@@ -73,14 +82,14 @@ async def measure_function(client: IceboxClient, spec: FunctionSpec, variants: l
     out: dict = {"language": spec.language, "default_variant": None, "variants": {}}
     try:
         default, entry = await _one_pass(client, spec, None, before_runs, window, params,
-                                         invocations=invocations, reclaims=reclaims, log=log)
+                                         invocations=invocations, reclaims=reclaims, log=log, pause_s=pause_s)
         out["default_variant"] = default
         out["variants"][default] = entry
         for variant in variants:
             if variant in out["variants"]:
                 continue
             name, entry = await _one_pass(client, spec, variant, before_runs, window, params,
-                                          invocations=invocations, reclaims=reclaims, log=log)
+                                          invocations=invocations, reclaims=reclaims, log=log, pause_s=pause_s)
             out["variants"][name] = entry
     except (IceboxError, LoopError) as e:
         raise ProtocolError(str(e)) from None

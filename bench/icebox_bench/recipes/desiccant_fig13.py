@@ -12,6 +12,7 @@ from ..client import IceboxError
 from ..desiccant_eval import fig13, fig13_render
 from ..desiccant_eval.actions import ProtocolError
 from ..desiccant_eval.fig13_run import measure_function
+from ..units import parse_seconds
 from . import register
 from .base import Recipe, RecipeContext
 
@@ -32,10 +33,16 @@ class DesiccantFig13(Recipe):
                             help="LANG=V1,V2;LANG=... variants besides the runtime's default "
                                  "(default: every variant of each runtime)")
         parser.add_argument("--input", choices=("A", "B"), default=None, help="input size (default A)")
+        parser.add_argument("--pause", default=None,
+                            help="time the reclaimed instance stays frozen before the runs after it "
+                                 "(default 0s, the paper's protocol)")
 
     async def run(self, ctx: RecipeContext) -> dict:
         s = ctx.settings
         before_runs, window = int(s["before_runs"]), int(s["window"])
+        pause_s = parse_seconds(str(s["pause"]))
+        if pause_s < 0:
+            raise ValueError("--pause must not be negative")
         variants = fig13.parse_variants(s["variants"])
         specs = manifest.select(str(s["functions"]), manifest.load_all(ctx.functions_dir))
         functions: dict[str, dict] = {}
@@ -45,7 +52,7 @@ class DesiccantFig13(Recipe):
             try:
                 functions[spec.name] = await measure_function(
                     ctx.client, spec, variants.get(spec.language, []), before_runs, window, s["input"],
-                    invocations=ctx.session.invocations, reclaims=reclaims, log=ctx.log)
+                    invocations=ctx.session.invocations, reclaims=reclaims, log=ctx.log, pause_s=pause_s)
             except (ProtocolError, IceboxError, manifest.ManifestError, FileNotFoundError, ValueError) as e:
                 failed[spec.name] = str(e)
                 ctx.log(f"error: {spec.name}: {e}")
@@ -53,11 +60,11 @@ class DesiccantFig13(Recipe):
             ctx.log(f"{spec.name}: " + ", ".join(f"{v} {100 * e['slowdown']:+.1f}%"
                                                   for v, e in functions[spec.name]["variants"].items()))
             # After every function: an interrupted run keeps what it measured.
-            ctx.run_dir.write_json("summary.json", fig13.summary(functions, before_runs=before_runs, window=window))
+            ctx.run_dir.write_json("summary.json", fig13.summary(functions, before_runs=before_runs, window=window, pause_s=pause_s))
         ctx.run_dir.write_json("failed.json", failed)
         if failed:
             ctx.session.result["failed"] = failed
-        return fig13.summary(functions, before_runs=before_runs, window=window)
+        return fig13.summary(functions, before_runs=before_runs, window=window, pause_s=pause_s)
 
     def render(self, out: Path, summary: dict) -> list[Path]:
         failed_file = out / "failed.json"
