@@ -264,7 +264,7 @@ fn node_keeps_its_heap_inside_the_memory_limit() {
 }
 
 #[test]
-fn a_reclaim_whose_runtime_hangs_or_dies_evicts_the_instance_and_nothing_else() {
+fn a_reclaim_whose_runtime_hangs_or_dies_or_that_is_evicted_meanwhile_leaves_no_instance_behind() {
     let fixture = paths::workspace_root().join("tests/integration/fixtures/runtimes");
     let d = Daemon::start_with_runtimes(&fixture, &["--pause-grace", "100ms", "--prewarm", "none"]);
     let main = "def main(args):\n    return {'ok': True}\n";
@@ -286,6 +286,30 @@ fn a_reclaim_whose_runtime_hangs_or_dies_evicts_the_instance_and_nothing_else() 
         let next = d.invoke(name, json!({})).expect_success();
         assert_ne!(next.instance(), instance, "{name}: a fresh instance");
     }
+    // Evicted meanwhile: the action is deleted while its instance's reclaim hangs. The reclaim
+    // ends with an error as soon as the runtime is gone (not at its 10 s timeout's leisure:
+    // nothing here depends on that), and the instance is evicted exactly once.
+    d.deploy("retired", "python:legacy", &format!("import time\n{main}def reclaim():\n    time.sleep(3600)\n"), json!({"memory": 128}));
+    let instance = d.invoke("retired", json!({})).expect_success().instance().to_string();
+    wait_frozen(&d, &instance);
+    std::thread::scope(|s| {
+        let reclaimer = s.spawn(|| reclaim(&d, &instance));
+        // The pool still lists it as frozen; the kernel's freezer shows the reclaim's thaw.
+        wait_for("the reclaim to thaw the instance", Duration::from_secs(10), || {
+            match icebox_integration::leaks::instance_frozen_in_kernel(d.state().tag(), &instance) {
+                Some(false) => Some(()),
+                Some(true) => None,
+                None => Some(()), // no freezer cgroup (no isolation): give the reclaim a moment
+            }
+        });
+        d.request("DELETE", &icebox_integration::action_path("retired"), Auth::Key(AUTH), None).expect(200);
+        let (status, body) = reclaimer.join().unwrap();
+        assert!(status >= 500 || status == 404, "the reclaim of an evicted instance failed visibly: {status} {body}");
+    });
+    assert!(d.instance(&instance).is_none(), "evicted");
+    let evictions = d.events_of(&instance).into_iter().filter(|e| e["kind"] == "evicted").count();
+    assert_eq!(evictions, 1, "evicted once");
+
     // The neighbour was never touched.
     assert!(d.instance(&bystander).is_some(), "the bystander instance lives on");
     assert_eq!(d.invoke("bystander", json!({})).expect_success().instance(), bystander);
