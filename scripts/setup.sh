@@ -43,7 +43,7 @@ fi
 .venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/pip install -q pytest
 if [ ! -f .venv/.icebox-bench-installed ] || [ bench/pyproject.toml -nt .venv/.icebox-bench-installed ]; then
   say "installing the bench harness (icebox-bench)"
-  .venv/bin/pip install -q -e bench && touch .venv/.icebox-bench-installed
+  .venv/bin/pip install -q -e 'bench[test]' && touch .venv/.icebox-bench-installed
 fi
 
 # Packages the benchmark functions import, installed inside each runtime's directory (the
