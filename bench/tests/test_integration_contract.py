@@ -130,3 +130,46 @@ def test_node_api_answers_as_the_contract_says(contract, node):
     for event in events:
         validator.validate(event)
     assert {"created", "runtime_ready", "frozen", "reclaimed"} <= {e["kind"] for e in events}
+
+
+def test_openwhisk_api_answers_as_the_contract_says(contract, node):
+    api = Api(node)
+    actions = "/api/v1/namespaces/{namespace}/actions"
+    action = actions + "/{name}"
+    activation = "/api/v1/namespaces/{namespace}/activations/{activationId}"
+    code = "def main(a):\n    print('hello', a.get('name'))\n    return {'greeting': 'hello ' + a.get('name', 'world')}\n"
+    put = check(contract, api, "put", action, "/api/v1/namespaces/_/actions/contract-ow?overwrite=true", 200,
+                {"exec": {"kind": "python:3", "code": code}, "limits": {"memory": 128}})
+    assert put["name"] == "contract-ow"
+    check(contract, api, "get", action, "/api/v1/namespaces/_/actions/contract-ow", 200)
+    listed = check(contract, api, "get", actions, "/api/v1/namespaces/_/actions", 200)
+    assert any(a["name"] == "contract-ow" for a in listed)
+
+    record = check(contract, api, "post", action, "/api/v1/namespaces/_/actions/contract-ow?blocking=true", 200,
+                   {"name": "a"})
+    assert record["response"]["result"] == {"greeting": "hello a"}
+    result = check(contract, api, "post", action,
+                   "/api/v1/namespaces/_/actions/contract-ow?blocking=true&result=true", 200, {"name": "b"})
+    assert result == {"greeting": "hello b"}
+    accepted = check(contract, api, "post", action, "/api/v1/namespaces/_/actions/contract-ow", 202, {"name": "c"})
+
+    aid = record["activationId"]
+    check(contract, api, "get", activation, f"/api/v1/namespaces/_/activations/{aid}", 200)
+    check(contract, api, "get", activation + "/result", f"/api/v1/namespaces/_/activations/{aid}/result", 200)
+    logs = check(contract, api, "get", activation + "/logs", f"/api/v1/namespaces/_/activations/{aid}/logs", 200)
+    assert any("hello a" in line for line in logs["logs"])
+    deadline = time.monotonic() + 30
+    while api.call("GET", f"/api/v1/namespaces/_/activations/{accepted['activationId']}")[0] != 200:
+        assert time.monotonic() < deadline, "the non-blocking activation was never recorded"
+        time.sleep(0.05)
+    listed = check(contract, api, "get", "/api/v1/namespaces/{namespace}/activations",
+                   "/api/v1/namespaces/_/activations?limit=5", 200)
+    assert listed
+
+    # Errors, with the contract's bodies.
+    check(contract, api, "get", action, "/api/v1/namespaces/_/actions/no-such-action", 404)
+    check(contract, api, "post", action, "/api/v1/namespaces/_/actions/no-such-action?blocking=true", 404, {})
+    check(contract, api, "put", action, "/api/v1/namespaces/_/actions/contract-bad", 400,
+          {"exec": {"kind": "python:2", "code": code}})
+    check(contract, api, "get", activation, "/api/v1/namespaces/_/activations/0123456789abcdef0123456789abcdef", 404)
+    check(contract, api, "delete", action, "/api/v1/namespaces/_/actions/contract-ow", 200)

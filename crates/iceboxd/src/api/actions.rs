@@ -203,7 +203,18 @@ pub async fn list(State(state): State<AppState>, Path(namespace): Path<String>, 
         return Err(ApiError::bad_request("The value of 'limit' must be at most 200."));
     }
     let specs = tokio::task::spawn_blocking(move || registry.list_actions(&namespace, limit, skip)).await??;
-    Ok(Json(Value::Array(specs.iter().map(|s| action_json(s, false)).collect())))
+    Ok(Json(Value::Array(specs.iter().map(action_summary_json).collect())))
+}
+
+/// A list item, as OpenWhisk lists actions: metadata only — `exec` is kind and binary, and the
+/// default parameters (which may hold secrets) are left out.
+fn action_summary_json(spec: &ActionSpec) -> Value {
+    let mut item = action_json(spec, false);
+    if let Some(fields) = item.as_object_mut() {
+        fields.remove("parameters");
+    }
+    item["exec"] = json!({"kind": spec.exec.kind, "binary": spec.exec.binary});
+    item
 }
 
 pub async fn delete(State(state): State<AppState>, Path((namespace, name)): Path<(String, String)>) -> Result<Json<Value>, ApiError> {
