@@ -59,9 +59,6 @@ pub trait Sandbox: Send + Sync {
     fn pids(&self) -> Vec<u32>;
     /// Measured memory of all the instance's processes (plus its cgroup counter if any).
     fn memory(&self) -> MemoryStats;
-    /// Change the memory limit of a running instance (a prewarmed runtime taking on an
-    /// action with its own limit). Without a cgroup there is no limit to change.
-    fn set_memory_limit(&self, bytes: u64) -> std::io::Result<()>;
     fn freeze(&self) -> std::io::Result<()>;
     fn thaw(&self) -> std::io::Result<()>;
     /// Resolves when the runtime process has exited.

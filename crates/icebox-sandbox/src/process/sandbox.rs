@@ -155,20 +155,6 @@ impl Sandbox for ProcessSandbox {
         stats
     }
 
-    fn set_memory_limit(&self, bytes: u64) -> std::io::Result<()> {
-        match &self.isolation {
-            Isolation::Crun { cgroup, .. } => {
-                let limits = crate::cgroup::CgroupLimits { memory_bytes: Some(bytes), ..Default::default() };
-                let unapplied = cgroup.set_limits(&limits)?;
-                if !unapplied.is_empty() {
-                    tracing::warn!(instance = %self.id, "memory limit not applied: no memory controller");
-                }
-                Ok(())
-            }
-            Isolation::ProcessGroup { .. } => Ok(()),
-        }
-    }
-
     fn freeze(&self) -> std::io::Result<()> {
         match &self.isolation {
             Isolation::Crun { cgroup, .. } => cgroup.freeze(),

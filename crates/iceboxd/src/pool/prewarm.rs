@@ -1,9 +1,8 @@
 //! Prewarmed runtimes ("stem cells", as OpenWhisk calls them): for each configured kind a few
 //! sandboxes are started ahead of demand, their proxy listening and the whole sandbox frozen.
 //! A cold start of an action that fits (intra-instance concurrency 1, no network, the stem
-//! cells' memory limit, as OpenWhisk's stem cells are per kind and memory) takes one,
-//! sets the action's memory limit, thaws it and only pays /init; a replacement starts in the
-//! background. Stem cells are not charged against the keep-alive budget or max_instances:
+//! cells' memory limit, as OpenWhisk's stem cells are per kind and memory) takes one, thaws
+//! it and only pays /init; a replacement starts in the background. Stem cells are not charged against the keep-alive budget or max_instances:
 //! their number is the configured count.
 
 use super::Pool;
@@ -138,11 +137,11 @@ impl Pool {
         }
         let cell = self.prewarmed.lock().unwrap().ready.get_mut(&action.exec.kind)?.pop()?;
         self.refill_prewarm();
-        let ready = cell.sandbox.set_memory_limit(action.limits.memory_bytes()).and_then(|_| cell.sandbox.thaw());
-        match ready {
+        // Its cgroup already has the action's limit: stem cells only serve their own.
+        match cell.sandbox.thaw() {
             Ok(()) => Some(cell.sandbox),
             Err(e) => {
-                // Its current usage may exceed a small limit, or the freezer failed: not usable.
+                // The freezer failed: not usable.
                 tracing::warn!(instance = %cell.sandbox.id(), "prewarmed runtime unusable: {e}");
                 cell.sandbox.destroy().await;
                 None
