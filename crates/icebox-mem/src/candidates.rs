@@ -18,6 +18,18 @@ pub fn pageout_candidates(
     mappings: &[FileMapping],
     exclude: &HashSet<(String, u64)>,
 ) -> Vec<(u64, u64)> {
+    candidate_mappings(mappings, exclude)
+        .iter()
+        .map(|m| (m.start, m.end))
+        .collect()
+}
+
+/// The mappings behind [`pageout_candidates`], for callers that also need their file
+/// offsets (e.g. [`exclusive_file_pages`](crate::exclusive_file_pages)).
+pub fn candidate_mappings<'a>(
+    mappings: &'a [FileMapping],
+    exclude: &HashSet<(String, u64)>,
+) -> Vec<&'a FileMapping> {
     mappings
         .iter()
         .filter(|m| {
@@ -29,7 +41,6 @@ pub fn pageout_candidates(
                 && m.end > m.start
                 && !exclude.contains(&(m.dev.clone(), m.inode))
         })
-        .map(|m| (m.start, m.end))
         .collect()
 }
 

@@ -10,7 +10,7 @@ mod recache;
 mod smaps;
 
 pub use accounting::measure_pids;
-pub use candidates::pageout_candidates;
+pub use candidates::{candidate_mappings, pageout_candidates};
 pub use mappings::{file_mappings, mapped_files, parse_mapped_files, parse_smaps, FileMapping};
 pub use pageout::{pageout, PageoutReport};
 pub use recache::{evicted_runs, exclusive_file_pages, recache, EvictedPages};

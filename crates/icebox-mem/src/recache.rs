@@ -15,6 +15,7 @@
 //! cache, where the kernel can still reclaim them first under memory pressure (unmapped clean
 //! page cache is the cheapest memory it has).
 
+use crate::FileMapping;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -43,13 +44,13 @@ impl EvictedPages {
     }
 }
 
-/// For each `(start, end, file offset)` mapping of `pid`, the pages a page-out would evict:
-/// resident, file-backed, mapped by this process alone. Mappings with none are left out.
-pub fn exclusive_file_pages(pid: u32, mappings: &[(u64, u64, u64)]) -> io::Result<Vec<EvictedPages>> {
+/// For each of `pid`'s `mappings`, the pages a page-out would evict: resident, file-backed,
+/// mapped by this process alone. Mappings with none are left out.
+pub fn exclusive_file_pages(pid: u32, mappings: &[&FileMapping]) -> io::Result<Vec<EvictedPages>> {
     let pagemap = File::open(format!("/proc/{pid}/pagemap"))?;
     let mut out = Vec::new();
     let mut buf = Vec::new();
-    for &(start, end, offset) in mappings {
+    for &&FileMapping { start, end, offset, .. } in mappings {
         let pages = ((end.saturating_sub(start)) / PAGE) as usize;
         if pages == 0 {
             continue;

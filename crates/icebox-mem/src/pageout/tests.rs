@@ -557,7 +557,7 @@ fn recache_keeps_paged_out_pages_in_the_page_cache_but_out_of_the_process() {
         mapper.touch();
         mapper.stop();
         let m = mapper.mapping();
-        let evicted = crate::exclusive_file_pages(mapper.pid(), &[(m.start, m.end, m.offset)]).unwrap();
+        let evicted = crate::exclusive_file_pages(mapper.pid(), &[&m]).unwrap();
         let noted: u64 = evicted.iter().map(|e| e.bytes()).sum();
         assert!(noted >= m.rss * 9 / 10, "resident exclusive pages noted: {noted} of Rss {}", m.rss);
         pageout(mapper.pid(), &[(m.start, m.end)]).unwrap();
@@ -584,5 +584,6 @@ fn recache_keeps_paged_out_pages_in_the_page_cache_but_out_of_the_process() {
 fn recache_of_a_gone_mapping_is_nothing_to_do() {
     let gone = crate::EvictedPages { start: 0x10000, end: 0x11000, runs: vec![(0, 4096)] };
     assert_eq!(crate::recache(std::process::id(), &[gone]).unwrap(), 0);
-    assert!(crate::exclusive_file_pages(std::process::id(), &[(0x10000, 0x11000, 0)]).unwrap().is_empty());
+    let unmapped = FileMapping { start: 0x10000, end: 0x11000, ..FileMapping::default() };
+    assert!(crate::exclusive_file_pages(std::process::id(), &[&unmapped]).unwrap().is_empty());
 }

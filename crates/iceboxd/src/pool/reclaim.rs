@@ -190,9 +190,14 @@ impl Pool {
             let mut advised = 0;
             for pid in pids {
                 let Ok(maps) = icebox_mem::file_mappings(pid) else { continue };
-                let ranges = icebox_mem::pageout_candidates(&maps, &exclude);
+                let candidates = icebox_mem::candidate_mappings(&maps, &exclude);
+                let ranges: Vec<(u64, u64)> = candidates.iter().map(|m| (m.start, m.end)).collect();
+                // Noted before the page-out: afterwards the pages are no longer resident.
                 let evicted = match mode {
-                    LibraryPageout::KeepCached => keep_cached_pages(pid, &maps, &ranges, &id),
+                    LibraryPageout::KeepCached => icebox_mem::exclusive_file_pages(pid, &candidates).unwrap_or_else(|e| {
+                        tracing::debug!(instance = %id, pid, "reading the pagemap failed, pages will be re-read from disk: {e}");
+                        Vec::new()
+                    }),
                     _ => Vec::new(),
                 };
                 match icebox_mem::pageout(pid, &ranges) {
@@ -208,17 +213,4 @@ impl Pool {
         .await
         .unwrap_or(0)
     }
-}
-
-/// The pages of `ranges` a page-out will evict from the page cache, to be read back after it.
-fn keep_cached_pages(pid: u32, maps: &[icebox_mem::FileMapping], ranges: &[(u64, u64)], id: &str) -> Vec<icebox_mem::EvictedPages> {
-    let with_offsets: Vec<(u64, u64, u64)> = maps
-        .iter()
-        .filter(|m| ranges.contains(&(m.start, m.end)))
-        .map(|m| (m.start, m.end, m.offset))
-        .collect();
-    icebox_mem::exclusive_file_pages(pid, &with_offsets).unwrap_or_else(|e| {
-        tracing::debug!(instance = %id, pid, "reading the pagemap failed, pages will be re-read from disk: {e}");
-        Vec::new()
-    })
 }
