@@ -1,8 +1,19 @@
 //! Runs one activation: get an instance, POST /run under the action's time limit, turn what
 //! happened into an OpenWhisk activation record, give the instance back, store the record.
+//!
+//! Which failures leave a stored activation record:
+//! * refused at admission (the queue is full, the node is shutting down): none — the caller
+//!   gets 429 or 503 at once and no activation id;
+//! * admitted but no instance (queue timeout, shutdown while queued, the runtime did not
+//!   start): a `whisk internal error` record, so a non-blocking caller polling its id learns
+//!   what happened; a blocking caller gets the [`InvokeError`] as its answer;
+//! * everything from /init on (init failures, the action's errors, timeouts, crashes): a
+//!   record, as in OpenWhisk, and `Ok` — the record says what went wrong.
 
+use crate::api::ApiError;
 use crate::metrics::{InvocationLabels, StartLabel};
-use crate::pool::{AcquireError, EvictReason, Lease, Outcome};
+use crate::pool::{AcquireError, AdmitError, EvictReason, Lease, Outcome, StartError, Ticket};
+use axum::http::StatusCode;
 use crate::state::AppState;
 use icebox_core::{ActionSpec, ActivationRecord, ActivationResponse, ActivationStatus, KeyValue};
 use icebox_sandbox::{ExitCause, RuntimeError, RuntimeReply};
@@ -33,17 +44,57 @@ struct Outcome_ {
     logs: Vec<String>,
 }
 
+/// Why an invocation did not run; see the module docs for which leave a record.
+#[derive(Debug, thiserror::Error)]
+pub enum InvokeError {
+    #[error("too many invocations are waiting for capacity")]
+    QueueFull,
+    #[error("no capacity became available within {0:?}")]
+    QueueTimeout(Duration),
+    #[error("the node is shutting down")]
+    ShuttingDown,
+    #[error(transparent)]
+    Start(StartError),
+}
+
+impl From<AdmitError> for InvokeError {
+    fn from(e: AdmitError) -> Self {
+        match e {
+            AdmitError::QueueFull => InvokeError::QueueFull,
+            AdmitError::ShuttingDown => InvokeError::ShuttingDown,
+        }
+    }
+}
+
+/// The one place an invocation failure becomes an HTTP answer.
+impl From<InvokeError> for ApiError {
+    fn from(e: InvokeError) -> Self {
+        match e {
+            InvokeError::QueueFull => ApiError::too_many(1),
+            InvokeError::QueueTimeout(_) => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("The invocation could not start: {e}."))
+            },
+            InvokeError::ShuttingDown => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "The node is shutting down."),
+            InvokeError::Start(e) => ApiError::internal(format!("The action could not be started: {e}.")),
+        }
+    }
+}
+
 pub fn new_activation_id() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
-pub async fn invoke(state: &AppState, inv: Invocation) -> ActivationRecord {
+/// Admission, synchronous: the invocation runs now, waits in the queue, or is refused here.
+pub fn admit(state: &AppState, action: &Arc<ActionSpec>) -> Result<Ticket, InvokeError> {
+    Ok(state.pool.admit(action)?)
+}
+
+pub async fn invoke(state: &AppState, inv: Invocation, ticket: Ticket) -> Result<ActivationRecord, InvokeError> {
     let action = inv.action.clone();
     let wait_limit = MIN_QUEUE_WAIT.max(Duration::from_millis(action.limits.timeout));
-    let acquired = state.pool.acquire(&action, wait_limit).await;
+    let acquired = ticket.lease(wait_limit).await;
     let started = Instant::now();
-    let start_ms = inv.arrived_ms + started.duration_since(inv.arrived).as_millis() as u64;
-    let wait_ms = started.duration_since(inv.arrived).as_millis() as u64;
 
     let (outcome, lease_info) = match acquired {
         Ok(lease) => {
@@ -51,15 +102,31 @@ pub async fn invoke(state: &AppState, inv: Invocation) -> ActivationRecord {
             let outcome = run(state, &inv, lease).await;
             (outcome, Some(info))
         }
-        Err(AcquireError::Init { message, init_ms }) => (
-            Outcome_ { status: ActivationStatus::DeveloperError, result: json!({"error": message}), timed_out: false, logs: vec![] },
+        Err(AcquireError::Init { error, init_ms }) => (
+            Outcome_ { status: ActivationStatus::DeveloperError, result: json!({"error": error.to_string()}), timed_out: false, logs: vec![] },
             Some((true, Some(init_ms), String::new())),
         ),
-        Err(e) => (
-            Outcome_ { status: ActivationStatus::InternalError, result: json!({"error": e.to_string()}), timed_out: false, logs: vec![] },
-            None,
-        ),
+        Err(e) => {
+            let error = match e {
+                AcquireError::QueueTimeout(d) => InvokeError::QueueTimeout(d),
+                AcquireError::ShuttingDown => InvokeError::ShuttingDown,
+                AcquireError::Start(e) => InvokeError::Start(e),
+                AcquireError::Init { .. } => unreachable!("matched above"),
+            };
+            let outcome =
+                Outcome_ { status: ActivationStatus::InternalError, result: json!({"error": error.to_string()}), timed_out: false, logs: vec![] };
+            finish(state, &inv, started, outcome, None);
+            return Err(error);
+        }
     };
+    Ok(finish(state, &inv, started, outcome, lease_info))
+}
+
+/// The record of an activation that started at `started`, stored and counted.
+fn finish(state: &AppState, inv: &Invocation, started: Instant, outcome: Outcome_, lease_info: Option<(bool, Option<u64>, String)>) -> ActivationRecord {
+    let action = &inv.action;
+    let start_ms = inv.arrived_ms + started.duration_since(inv.arrived).as_millis() as u64;
+    let wait_ms = started.duration_since(inv.arrived).as_millis() as u64;
     let end_ms = crate::now_ms().max(start_ms);
     let (cold, init_ms, instance_id) = lease_info.unwrap_or((false, None, String::new()));
     let start_kind = if cold { "cold" } else { "warm" };
@@ -108,6 +175,7 @@ pub async fn invoke(state: &AppState, inv: Invocation) -> ActivationRecord {
     state.recorder.record(record.clone());
     record
 }
+
 
 async fn run(state: &AppState, inv: &Invocation, lease: Lease) -> Outcome_ {
     let action = &inv.action;
@@ -243,6 +311,17 @@ mod tests {
         truncate_logs(&mut logs, 25);
         assert_eq!(logs.len(), 3);
         assert!(logs[2].contains("truncated"));
+    }
+
+    #[test]
+    fn invoke_errors_map_to_one_answer_each() {
+        let status = |e: InvokeError| ApiError::from(e).status;
+        assert_eq!(status(InvokeError::QueueFull), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(ApiError::from(InvokeError::QueueFull).retry_after, Some(1));
+        assert_eq!(status(InvokeError::QueueTimeout(Duration::from_secs(60))), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(status(InvokeError::ShuttingDown), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(status(InvokeError::Start(StartError::NotInstalled("cobol:1".into()))), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(InvokeError::from(AdmitError::QueueFull).to_string(), "too many invocations are waiting for capacity");
     }
 
     #[test]

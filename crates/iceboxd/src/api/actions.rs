@@ -283,10 +283,8 @@ pub async fn invoke(
             _ => return Err(ApiError::bad_request("The request content was malformed: parameters must be a JSON object.")),
         }
     };
-    if state.pool.saturated() {
-        state.metrics.rejected.inc();
-        return Err(ApiError::too_many(1));
-    }
+    // The one queue check: a full queue answers 429 here, blocking or not.
+    let ticket = invoker::admit(&state, &action)?;
     let api_key = headers
         .get(axum::http::header::AUTHORIZATION)
         .map(|_| state.key.as_basic())
@@ -302,19 +300,14 @@ pub async fn invoke(
         arrived_ms,
     };
     let task_state = state.clone();
-    let task = tokio::spawn(async move { invoker::invoke(&task_state, inv).await });
+    let task = tokio::spawn(async move { invoker::invoke(&task_state, inv, ticket).await });
     if !truthy(&q.blocking) {
         return Ok((StatusCode::ACCEPTED, Json(json!({"activationId": activation_id}))).into_response());
     }
     let record = match tokio::time::timeout(BLOCKING_WAIT, task).await {
         Err(_) => return Ok((StatusCode::ACCEPTED, Json(json!({"activationId": activation_id}))).into_response()),
-        Ok(joined) => joined?,
+        Ok(joined) => joined??,
     };
-    if record.response.status == ActivationStatus::InternalError
-        && record.response.result["error"].as_str().is_some_and(|e| e.starts_with("too many invocations"))
-    {
-        return Err(ApiError::too_many(1));
-    }
     let status = match record.response.status {
         ActivationStatus::Success => StatusCode::OK,
         ActivationStatus::InternalError => StatusCode::INTERNAL_SERVER_ERROR,

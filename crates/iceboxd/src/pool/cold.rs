@@ -2,10 +2,10 @@
 //! then the instance joins the pool already leased to the activation that started it.
 
 use super::instance::{Instance, Measured, Slot};
-use super::{AcquireError, Lease, Pool};
+use super::{AcquireError, InitError, Lease, Pool, StartError};
 use crate::metrics::KindLabel;
 use icebox_core::{ActionSpec, EventKind, InstanceState};
-use icebox_sandbox::{InstanceSpec, RuntimeError};
+use icebox_sandbox::InstanceSpec;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,7 +49,7 @@ impl Pool {
         let runtime = self
             .runtimes
             .resolve(&action.exec.kind)
-            .ok_or_else(|| AcquireError::Start(format!("runtime kind {} is not installed on this node", action.exec.kind)))?
+            .ok_or_else(|| StartError::NotInstalled(action.exec.kind.clone()))?
             .clone();
         let stem_cell = self.take_stem_cell(action).await;
         let id = stem_cell.as_ref().map(|s| s.id().to_string()).unwrap_or_else(|| new_instance_id(&action.name));
@@ -75,9 +75,9 @@ impl Pool {
             Some(sandbox) => sandbox,
             None => {
                 self.events.emit(&id, &fqn, EventKind::Created, None, None);
-                self.backend.start(spec).await.map_err(|e| {
-                    self.events.emit(&id, &fqn, EventKind::Evicted, None, Some(format!("start failed: {e}")));
-                    AcquireError::Start(format!("cannot start the {} runtime: {e}", action.exec.kind))
+                self.backend.start(spec).await.map_err(|source| {
+                    self.events.emit(&id, &fqn, EventKind::Evicted, None, Some(format!("start failed: {source}")));
+                    StartError::Sandbox { kind: action.exec.kind.clone(), source }
                 })?
             }
         };
@@ -108,17 +108,17 @@ impl Pool {
                     .observe(t0.elapsed().as_secs_f64());
                 Ok((instance, init_ms))
             }
-            Err(message) => {
-                self.events.emit(&id, &fqn, EventKind::InitFailed, None, Some(message.clone()));
+            Err(error) => {
+                self.events.emit(&id, &fqn, EventKind::InitFailed, None, Some(error.to_string()));
                 instance.sandbox.destroy().await;
                 self.events.emit(&id, &fqn, EventKind::Evicted, None, Some("init failed".into()));
-                Err(AcquireError::Init { message, init_ms })
+                Err(AcquireError::Init { error, init_ms })
             }
         }
     }
 
-    /// POST /init with the action's code; Err is the message for the activation record.
-    async fn init(&self, instance: &Instance) -> Result<(), String> {
+    /// POST /init with the action's code.
+    async fn init(&self, instance: &Instance) -> Result<(), InitError> {
         let action = &instance.action;
         let body = json!({"value": {
             "name": action.name,
@@ -134,13 +134,12 @@ impl Pool {
             r = tokio::time::timeout(timeout, sandbox.client().post_json("/init", &body)) => r,
             _ = sandbox.exited() => {
                 let out = sandbox.logs().take_after(marks, Duration::from_millis(100)).await;
-                return Err(format!("The action failed to initialize: the runtime exited. {}", out.join("\n")).trim().to_string());
+                return Err(InitError::Exited(out.join("\n")));
             }
         };
         match reply {
-            Err(_) => Err(format!("The action exceeded its time limit of {} milliseconds during initialization.", action.limits.timeout)),
-            Ok(Err(RuntimeError::TooLarge)) => Err("The runtime's /init response is too large.".into()),
-            Ok(Err(e)) => Err(format!("The action failed to initialize: {e}")),
+            Err(_) => Err(InitError::Timeout(action.limits.timeout)),
+            Ok(Err(e)) => Err(e.into()),
             Ok(Ok(r)) if r.status == 200 => Ok(()),
             Ok(Ok(r)) => {
                 let msg = r
@@ -148,7 +147,7 @@ impl Pool {
                     .and_then(|v| v.get("error").cloned())
                     .map(|e| e.as_str().map(str::to_string).unwrap_or_else(|| e.to_string()))
                     .unwrap_or_else(|| String::from_utf8_lossy(&r.body).into_owned());
-                Err(format!("Initialization has failed due to: {msg}"))
+                Err(InitError::Refused(msg))
             }
         }
     }

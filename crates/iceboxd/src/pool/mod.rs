@@ -3,8 +3,10 @@
 //! them as the keep-alive policy decides. Decisions come from icebox-policy; this module only
 //! keeps the books and acts through the sandbox backend.
 
+mod admission;
 mod cold;
 mod control;
+mod error;
 mod desiccant;
 mod reclaim;
 mod instance;
@@ -12,7 +14,9 @@ mod manager;
 mod prewarm;
 mod view;
 
+pub use admission::Ticket;
 pub use control::ControlError;
+pub use error::{AcquireError, AdmitError, InitError, StartError};
 pub use instance::{Instance, Measured};
 pub use prewarm::parse_prewarm;
 
@@ -21,11 +25,12 @@ use crate::metrics::{Metrics, ReasonLabel};
 use icebox_core::{ActionSpec, ChargeMode, EventKind, InstanceState};
 use icebox_policy::{Admission, Clock, EvictionReason, KeepAlivePolicy, Millis, PoolEntry};
 use icebox_sandbox::SandboxBackend;
+use admission::Place;
 use instance::Slot;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::Notify;
 
 pub struct PoolConfig {
@@ -43,23 +48,6 @@ pub struct PoolConfig {
     /// CPU cores reclaims may use when idle.
     pub cores: usize,
     pub library_pageout: crate::config::LibraryPageout,
-}
-
-/// Why an invocation could not get an instance.
-#[derive(Debug, thiserror::Error)]
-pub enum AcquireError {
-    #[error("too many invocations are waiting for capacity")]
-    QueueFull,
-    #[error("no capacity became available within {0:?}")]
-    QueueTimeout(Duration),
-    /// The runtime could not be started (a node problem, not the action's).
-    #[error("{0}")]
-    Start(String),
-    /// /init failed: the action's code does not load.
-    #[error("{message}")]
-    Init { message: String, init_ms: u64 },
-    #[error("the node is shutting down")]
-    ShuttingDown,
 }
 
 /// An instance handed to one activation; give it back with [`Pool::release`].
@@ -182,73 +170,9 @@ impl Pool {
             .collect()
     }
 
-    /// Get an instance for one activation of `action`: a warm one, or a new one.
-    pub async fn acquire(self: &Arc<Self>, action: &Arc<ActionSpec>, wait_limit: Duration) -> Result<Lease, AcquireError> {
-        let deadline = Instant::now() + wait_limit;
-        let mut queued = false;
-        let result = loop {
-            let notified = self.capacity.notified();
-            match self.try_acquire(action) {
-                Ok(Some(lease)) => break lease,
-                Ok(None) => {}
-                Err(e) => {
-                    if queued {
-                        self.leave_queue();
-                    }
-                    return Err(e);
-                }
-            }
-            if !queued {
-                if self.waiting.load(Ordering::SeqCst) >= self.cfg.queue_size {
-                    self.metrics.rejected.inc();
-                    return Err(AcquireError::QueueFull);
-                }
-                self.waiting.fetch_add(1, Ordering::SeqCst);
-                self.metrics.queue_length.inc();
-                queued = true;
-            }
-            if tokio::time::timeout_at(deadline.into(), notified).await.is_err() {
-                self.leave_queue();
-                return Err(AcquireError::QueueTimeout(wait_limit));
-            }
-        };
-        if queued {
-            self.leave_queue();
-        }
-        match result {
-            Acquired::Warm(instance) => {
-                match instance.ensure_thawed().await {
-                    Ok(Some(took)) => {
-                        self.metrics.thaw_seconds.observe(took.as_secs_f64());
-                        self.events.emit(&instance.id, &instance.fqn, EventKind::Thawed, None, Some(format!("{} us", took.as_micros())));
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::error!(instance = %instance.id, "thaw failed: {e}");
-                        self.evict(&instance.id, EvictReason::Error).await;
-                        return Err(AcquireError::Start(format!("cannot thaw instance {}: {e}", instance.id)));
-                    }
-                }
-                self.events.emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
-                Ok(Lease { instance, cold: false, init_ms: None })
-            }
-            Acquired::Cold { evict } => {
-                for id in evict {
-                    self.evict(&id, EvictReason::Policy(EvictionReason::InstanceLimit)).await;
-                }
-                self.cold_start(action).await
-            }
-        }
-    }
-
-    fn leave_queue(&self) {
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
-        self.metrics.queue_length.dec();
-    }
-
     /// One attempt under the lock: a warm instance, a reserved place for a new one, or None
     /// (queue).
-    fn try_acquire(&self, action: &Arc<ActionSpec>) -> Result<Option<Acquired>, AcquireError> {
+    fn try_place(&self, action: &Arc<ActionSpec>) -> Result<Option<Place>, AcquireError> {
         let mut inner = self.inner.lock().unwrap();
         if inner.shutting_down {
             return Err(AcquireError::ShuttingDown);
@@ -285,7 +209,7 @@ impl Pool {
             slot.in_flight += 1;
             slot.frozen_since = None;
             slot.reclaimed_since_last_run = false;
-            return Ok(Some(Acquired::Warm(slot.instance.clone())));
+            return Ok(Some(Place::Warm(slot.instance.clone())));
         }
         let pool = self.pool_entries(&inner);
         let running = inner.slots.len() - pool.len() + inner.starting;
@@ -300,22 +224,32 @@ impl Pool {
                     }
                 }
                 inner.starting += 1;
-                Ok(Some(Acquired::Cold { evict }))
+                Ok(Some(Place::Cold { evict }))
             }
         }
     }
 
     /// Give an instance back after an activation.
     pub async fn release(&self, lease: Lease, outcome: Outcome) {
-        let id = lease.instance.id.clone();
+        let instance = lease.instance.clone();
+        if let Some(reason) = self.put_back(&instance, outcome, true) {
+            self.evict(&instance.id, reason).await;
+        }
+    }
+
+    /// The books of giving an instance back; Some: it must be evicted now.
+    fn put_back(&self, instance: &Instance, outcome: Outcome, ran: bool) -> Option<EvictReason> {
+        let id = &instance.id;
         let evict = {
             let mut inner = self.inner.lock().unwrap();
             let now = self.clock.now_ms();
-            match inner.slots.get_mut(&id) {
+            match inner.slots.get_mut(id) {
                 None => None,
                 Some(slot) => {
                     slot.in_flight = slot.in_flight.saturating_sub(1);
-                    slot.invocations += 1;
+                    if ran {
+                        slot.invocations += 1;
+                    }
                     match outcome {
                         Outcome::Broken(reason) => Some(reason),
                         Outcome::Healthy if slot.stale && slot.in_flight == 0 => Some(EvictReason::Stale),
@@ -330,14 +264,43 @@ impl Pool {
                 }
             }
         };
-        self.events.emit(&id, &lease.instance.fqn, EventKind::RunEnd, None, None);
-        match evict {
-            Some(reason) => self.evict(&id, reason).await,
-            None => {
-                self.events.emit(&id, &lease.instance.fqn, EventKind::Idle, None, None);
-                self.manager_wake.notify_one();
-                self.capacity.notify_waiters();
+        if ran {
+            self.events.emit(id, &instance.fqn, EventKind::RunEnd, None, None);
+        }
+        if evict.is_none() {
+            if ran {
+                self.events.emit(id, &instance.fqn, EventKind::Idle, None, None);
             }
+            self.manager_wake.notify_one();
+            self.capacity.notify_waiters();
+        }
+        evict
+    }
+
+    /// A warm instance was claimed for a ticket that was dropped before it ran.
+    fn unclaim(self: &Arc<Self>, instance: &Arc<Instance>) {
+        if let Some(reason) = self.put_back(instance, Outcome::Healthy, false) {
+            self.evict_later(instance.id.clone(), reason);
+        }
+    }
+
+    /// A reserved place for a new instance is not used after all.
+    fn unreserve_start(self: &Arc<Self>, evict: Vec<String>) {
+        self.inner.lock().unwrap().starting -= 1;
+        for id in evict {
+            self.evict_later(id, EvictReason::Policy(EvictionReason::InstanceLimit));
+        }
+        self.capacity.notify_waiters();
+    }
+
+    /// Evict from a synchronous context (a drop): the sandbox is destroyed in the background.
+    fn evict_later(self: &Arc<Self>, id: String, reason: EvictReason) {
+        let pool = self.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move { pool.evict(&id, reason).await });
+            }
+            Err(_) => tracing::error!(instance = %id, "no runtime to evict the instance on"),
         }
     }
 
@@ -393,18 +356,8 @@ impl Pool {
         self.backend.shutdown().await;
     }
 
-    /// Every place in the invocation queue is taken: new invocations get 429.
-    pub fn saturated(&self) -> bool {
-        self.waiting.load(Ordering::SeqCst) >= self.cfg.queue_size
-    }
-
     pub fn now(&self) -> Millis {
         self.clock.now_ms()
     }
 }
 
-enum Acquired {
-    Warm(Arc<Instance>),
-    /// A place under max_instances is reserved; evict these first.
-    Cold { evict: Vec<String> },
-}
