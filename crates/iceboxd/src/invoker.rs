@@ -12,7 +12,7 @@
 
 use crate::api::ApiError;
 use crate::metrics::{InvocationLabels, StartLabel};
-use crate::pool::{AcquireError, AdmitError, EvictReason, Lease, Outcome, StartError, Ticket};
+use crate::pool::{AcquireError, AdmitError, EvictReason, Health, Lease, StartError, Ticket};
 use axum::http::StatusCode;
 use crate::state::AppState;
 use icebox_core::{ActionSpec, ActivationRecord, ActivationResponse, ActivationStatus, KeyValue};
@@ -99,7 +99,7 @@ pub async fn invoke(state: &AppState, inv: Invocation, ticket: Ticket) -> Result
     let (outcome, lease_info) = match acquired {
         Ok(lease) => {
             let info = (lease.cold, lease.init_ms, lease.instance.id.clone());
-            let outcome = run(state, &inv, lease).await;
+            let outcome = run(&inv, lease).await;
             (outcome, Some(info))
         }
         Err(AcquireError::Init { error, init_ms }) => (
@@ -177,7 +177,7 @@ fn finish(state: &AppState, inv: &Invocation, started: Instant, outcome: Outcome
 }
 
 
-async fn run(state: &AppState, inv: &Invocation, lease: Lease) -> Outcome_ {
+async fn run(inv: &Invocation, lease: Lease) -> Outcome_ {
     let action = &inv.action;
     let sandbox = lease.instance.sandbox.clone();
     let deadline_ms = crate::now_ms() + action.limits.timeout;
@@ -210,28 +210,28 @@ async fn run(state: &AppState, inv: &Invocation, lease: Lease) -> Outcome_ {
             ActivationStatus::DeveloperError,
             json!({"error": format!("The action exceeded its time limits of {} milliseconds.", action.limits.timeout)}),
             true,
-            Outcome::Broken(EvictReason::Error),
+            Health::Broken(EvictReason::Error),
         ),
         Ran::Reply(Ok(reply)) => {
             let (status, result) = classify_reply(&reply);
-            (status, result, false, Outcome::Healthy)
+            (status, result, false, Health::Reusable)
         }
         Ran::Reply(Err(RuntimeError::TooLarge)) => (
             ActivationStatus::DeveloperError,
             json!({"error": "The action produced a response that exceeds the allowed size."}),
             false,
-            Outcome::Broken(EvictReason::Error),
+            Health::Broken(EvictReason::Error),
         ),
         Ran::Died | Ran::Reply(Err(_)) => {
             // A broken connection usually means the runtime is dying: give the exit a moment to be seen.
             let _ = tokio::time::timeout(Duration::from_millis(500), sandbox.exited()).await;
-            (ActivationStatus::DeveloperError, json!({"error": died_message(sandbox.exit_cause(), action)}), false, Outcome::Broken(EvictReason::Error))
+            (ActivationStatus::DeveloperError, json!({"error": died_message(sandbox.exit_cause(), action)}), false, Health::Broken(EvictReason::Error))
         }
     };
-    let wait = if health == Outcome::Healthy { LOG_DRAIN } else { Duration::from_millis(50) };
+    let wait = if health == Health::Reusable { LOG_DRAIN } else { Duration::from_millis(50) };
     let mut logs = sandbox.logs().take_after(marks, wait).await;
     truncate_logs(&mut logs, action.limits.logs * 1024 * 1024);
-    state.pool.release(lease, health).await;
+    lease.release(health).await;
     Outcome_ { status, result, timed_out, logs }
 }
 

@@ -1,14 +1,48 @@
 //! Admission: whether an invocation runs now, waits for capacity or is refused is decided
 //! once, synchronously, when it arrives ([`Pool::admit`]), so that a full queue answers 429
-//! before the invocation gets an id, blocking or not. The [`Ticket`] then becomes a lease
+//! before the invocation gets an id, blocking or not. The [`Ticket`] then becomes a [`Lease`]
 //! (thaw, cold start or wait in the queue) off the request path.
 
-use super::{AcquireError, AdmitError, EvictReason, Instance, Lease, Pool};
+use super::slots::{Claim, ShuttingDown};
+use super::{AcquireError, AdmitError, EvictReason, Instance, Lease, Pool, StartError};
 use icebox_core::{ActionSpec, EventKind};
 use icebox_policy::EvictionReason;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+
+/// Invocations waiting for capacity, and their wake-up.
+pub(super) struct Queue {
+    size: usize,
+    waiting: AtomicUsize,
+    capacity: Notify,
+}
+
+impl Queue {
+    pub fn new(size: usize) -> Self {
+        Queue { size, waiting: AtomicUsize::new(0), capacity: Notify::new() }
+    }
+
+    fn enter(&self) -> bool {
+        self.waiting.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| (w < self.size).then_some(w + 1)).is_ok()
+    }
+
+    fn leave(&self) {
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Created before looking for capacity, so a wake-up in between is not lost.
+    pub fn notified(&self) -> Notified<'_> {
+        self.capacity.notified()
+    }
+
+    /// Capacity may have appeared (or the pool is shutting down): every waiter looks again.
+    pub fn wake_all(&self) {
+        self.capacity.notify_waiters();
+    }
+}
 
 /// An admitted invocation. Dropped unused, it gives back what it holds.
 pub struct Ticket {
@@ -17,38 +51,65 @@ pub struct Ticket {
     place: Option<Place>,
 }
 
-pub(super) enum Place {
+enum Place {
     /// A warm instance, already counted as running this invocation.
     Warm(Arc<Instance>),
-    /// A place under max_instances is reserved; evict these first.
-    Cold { evict: Vec<String> },
-    /// Waiting for capacity (holds one place of the queue).
+    /// A place for a new instance; evict these first.
+    Cold { reservation: StartReservation, evict: Vec<String> },
+    /// Holds one place of the queue.
     Queued,
+}
+
+/// A place under max_instances held for an instance being started; dropped unfulfilled, the
+/// place is given back.
+pub(super) struct StartReservation {
+    pool: Arc<Pool>,
+    fulfilled: bool,
+}
+
+impl StartReservation {
+    pub fn fulfilled(mut self) {
+        self.fulfilled = true;
+    }
+}
+
+impl Drop for StartReservation {
+    fn drop(&mut self) {
+        if !self.fulfilled {
+            self.pool.slots.abandon_start();
+            self.pool.queue.wake_all();
+        }
+    }
 }
 
 impl Pool {
     /// Decide now: a warm instance, a reserved place for a new one, a place in the queue, or
     /// a refusal.
     pub fn admit(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Result<Ticket, AdmitError> {
-        let place = match self.try_place(action) {
-            Ok(Some(place)) => place,
-            Ok(None) => {
-                let size = self.cfg.queue_size;
-                if self.waiting.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| (w < size).then_some(w + 1)).is_err() {
+        let place = match self.claim(action).map_err(|ShuttingDown| AdmitError::ShuttingDown)? {
+            Some(place) => place,
+            None => {
+                if !self.queue.enter() {
                     self.metrics.rejected.inc();
                     return Err(AdmitError::QueueFull);
                 }
                 self.metrics.queue_length.inc();
                 Place::Queued
             }
-            Err(AcquireError::ShuttingDown) => return Err(AdmitError::ShuttingDown),
-            Err(e) => unreachable!("try_place only refuses for shutdown: {e}"),
         };
         Ok(Ticket { pool: self.clone(), action: action.clone(), place: Some(place) })
     }
 
+    fn claim(self: &Arc<Self>, action: &ActionSpec) -> Result<Option<Place>, ShuttingDown> {
+        Ok(match self.slots.claim(action, &self.policy)? {
+            Claim::Wait => None,
+            Claim::Warm(instance) => Some(Place::Warm(instance)),
+            Claim::Cold { evict } => Some(Place::Cold { reservation: StartReservation { pool: self.clone(), fulfilled: false }, evict }),
+        })
+    }
+
     fn leave_queue(&self) {
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.queue.leave();
         self.metrics.queue_length.dec();
     }
 }
@@ -59,24 +120,20 @@ impl Ticket {
         let pool = self.pool.clone();
         let deadline = Instant::now() + wait_limit;
         while let Some(Place::Queued) = self.place {
-            let notified = pool.capacity.notified();
-            match pool.try_place(&self.action) {
-                Ok(Some(place)) => {
-                    self.place = Some(place);
-                    pool.leave_queue();
-                }
-                // Dropping the ticket leaves the queue.
-                Err(e) => return Err(e),
-                Ok(None) => {
-                    if tokio::time::timeout_at(deadline.into(), notified).await.is_err() {
-                        return Err(AcquireError::QueueTimeout(wait_limit));
-                    }
-                }
+            let notified = pool.queue.notified();
+            // Dropping the ticket on an error leaves the queue.
+            if let Some(place) = pool.claim(&self.action).map_err(|ShuttingDown| AcquireError::ShuttingDown)? {
+                self.place = Some(place);
+                pool.leave_queue();
+            } else if tokio::time::timeout_at(deadline.into(), notified).await.is_err() {
+                return Err(AcquireError::QueueTimeout(wait_limit));
             }
         }
         match self.place.take().expect("a ticket is leased once") {
             Place::Queued => unreachable!("left the queue above"),
             Place::Warm(instance) => {
+                // Until it runs, the claim is given back if this future is dropped.
+                let lease = Lease::new(&pool, instance.clone(), false, None);
                 match instance.ensure_thawed().await {
                     Ok(Some(took)) => {
                         pool.metrics.thaw_seconds.observe(took.as_secs_f64());
@@ -85,18 +142,18 @@ impl Ticket {
                     Ok(None) => {}
                     Err(source) => {
                         tracing::error!(instance = %instance.id, "thaw failed: {source}");
-                        pool.evict(&instance.id, EvictReason::Error).await;
-                        return Err(super::StartError::Thaw { id: instance.id.clone(), source }.into());
+                        lease.discard(EvictReason::Error).await;
+                        return Err(StartError::Thaw { id: instance.id.clone(), source }.into());
                     }
                 }
                 pool.events.emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
-                Ok(Lease { instance, cold: false, init_ms: None })
+                Ok(lease)
             }
-            Place::Cold { evict } => {
+            Place::Cold { reservation, evict } => {
                 for id in evict {
                     pool.evict(&id, EvictReason::Policy(EvictionReason::InstanceLimit)).await;
                 }
-                pool.cold_start(&self.action).await
+                pool.cold_start(&self.action, reservation).await
             }
         }
     }
@@ -107,7 +164,12 @@ impl Drop for Ticket {
         match self.place.take() {
             None => {}
             Some(Place::Queued) => self.pool.leave_queue(),
-            Some(Place::Cold { evict }) => self.pool.unreserve_start(evict),
+            // The reservation gives its place back as it drops.
+            Some(Place::Cold { reservation: _, evict }) => {
+                for id in evict {
+                    self.pool.evict_in_background(&id, EvictReason::Policy(EvictionReason::InstanceLimit));
+                }
+            }
             Some(Place::Warm(instance)) => self.pool.unclaim(&instance),
         }
     }

@@ -2,45 +2,39 @@
 //! then the instance joins the pool already leased to the activation that started it.
 
 use super::instance::{Instance, Measured, Slot};
-use super::{AcquireError, InitError, Lease, Pool, StartError};
+use super::admission::StartReservation;
+use super::{AcquireError, EvictReason, InitError, Lease, Pool, StartError};
 use crate::metrics::KindLabel;
 use icebox_core::{ActionSpec, EventKind, InstanceState};
-use icebox_sandbox::InstanceSpec;
+use icebox_sandbox::{InstanceSpec, Sandbox};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 impl Pool {
-    pub(super) async fn cold_start(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Result<Lease, AcquireError> {
-        let result = self.start_instance(action).await;
-        let mut inner = self.inner.lock().unwrap();
-        inner.starting -= 1;
-        match result {
-            Ok((instance, init_ms)) => {
-                inner.slots.insert(
-                    instance.id.clone(),
-                    Slot {
-                        instance: instance.clone(),
-                        state: InstanceState::Running,
-                        in_flight: 1,
-                        invocations: 0,
-                        idle_since: self.clock.now_ms(),
-                        stale: false,
-                        frozen_since: None,
-                        reclaiming: false,
-                        reclaimed_since_last_run: false,
-                    },
-                );
-                drop(inner);
-                self.events.emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
-                Ok(Lease { instance, cold: true, init_ms: Some(init_ms) })
-            }
-            Err(e) => {
-                drop(inner);
-                self.capacity.notify_waiters();
-                Err(e)
-            }
+    pub(super) async fn cold_start(self: &Arc<Self>, action: &Arc<ActionSpec>, reservation: StartReservation) -> Result<Lease, AcquireError> {
+        // A failed start drops the reservation, which frees its place.
+        let (instance, init_ms) = self.start_instance(action).await?;
+        let slot = Slot {
+            instance: instance.clone(),
+            state: InstanceState::Running,
+            in_flight: 1,
+            invocations: 0,
+            idle_since: self.clock.now_ms(),
+            stale: false,
+            frozen_since: None,
+            reclaiming: false,
+            reclaimed_since_last_run: false,
+        };
+        if self.slots.add_started(slot).is_err() {
+            // The pool shut down meanwhile; its place is held until the sandbox is gone.
+            instance.sandbox.destroy().await;
+            self.events.emit(&instance.id, &instance.fqn, EventKind::Evicted, None, Some(EvictReason::Shutdown.as_str().into()));
+            return Err(AcquireError::ShuttingDown);
         }
+        reservation.fulfilled();
+        self.events.emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
+        Ok(Lease::new(self, instance, true, Some(init_ms)))
     }
 
     async fn start_instance(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Result<(Arc<Instance>, u64), AcquireError> {
@@ -81,6 +75,7 @@ impl Pool {
                 })?
             }
         };
+        let unjoined = Unjoined(Some(sandbox.clone()));
         let instance = Arc::new(Instance {
             id: id.clone(),
             action: action.clone(),
@@ -106,10 +101,12 @@ impl Pool {
                     .cold_start_seconds
                     .get_or_create(&KindLabel { kind: action.exec.kind.clone() })
                     .observe(t0.elapsed().as_secs_f64());
+                unjoined.disarm();
                 Ok((instance, init_ms))
             }
             Err(error) => {
                 self.events.emit(&id, &fqn, EventKind::InitFailed, None, Some(error.to_string()));
+                unjoined.disarm();
                 instance.sandbox.destroy().await;
                 self.events.emit(&id, &fqn, EventKind::Evicted, None, Some("init failed".into()));
                 Err(AcquireError::Init { error, init_ms })
@@ -149,6 +146,24 @@ impl Pool {
                     .unwrap_or_else(|| String::from_utf8_lossy(&r.body).into_owned());
                 Err(InitError::Refused(msg))
             }
+        }
+    }
+}
+
+/// A sandbox that has not joined the pool yet: destroyed if the start is abandoned midway
+/// (its future dropped), so no runtime outlives its books.
+struct Unjoined(Option<Arc<dyn Sandbox>>);
+
+impl Unjoined {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unjoined {
+    fn drop(&mut self) {
+        if let (Some(sandbox), Ok(rt)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
+            rt.spawn(async move { sandbox.destroy().await });
         }
     }
 }

@@ -4,19 +4,58 @@
 use super::instance::Slot;
 use super::Pool;
 use icebox_core::{ActionSpec, ChargeMode, InstanceState, MemoryStats};
-use icebox_policy::{plan, reclaim_slots, Candidate, DesiccantConfig, Estimate, Millis, ProfileStore, ReclaimMode, ReclaimThreshold};
-use std::sync::Arc;
+use icebox_policy::{plan, reclaim_slots, Candidate, DesiccantConfig, Estimate, Millis, Profile, ProfileStore, ReclaimMode, ReclaimThreshold};
+use std::sync::{Arc, Mutex};
 
-pub(super) struct DesiccantState {
-    pub threshold: ReclaimThreshold,
-    pub store: ProfileStore,
-    /// Reclaims running now (each uses one core).
-    pub in_progress: usize,
+/// Reclaim profiles, the reclaim threshold and the reclaims running, under their own lock
+/// (never held with another pool lock, see mod.rs).
+pub(super) struct ReclaimBooks {
+    state: Mutex<Books>,
 }
 
-impl DesiccantState {
+struct Books {
+    threshold: ReclaimThreshold,
+    store: ProfileStore,
+    /// Reclaims running now (each uses one core).
+    in_progress: usize,
+}
+
+impl ReclaimBooks {
     pub fn new(cfg: &DesiccantConfig) -> Self {
-        DesiccantState { threshold: ReclaimThreshold::new(cfg), store: ProfileStore::new(), in_progress: 0 }
+        ReclaimBooks { state: Mutex::new(Books { threshold: ReclaimThreshold::new(cfg), store: ProfileStore::new(), in_progress: 0 }) }
+    }
+
+    /// An instance is gone; `budget_eviction_at`: the memory budget evicted it then.
+    pub fn forget(&self, id: &str, budget_eviction_at: Option<Millis>) {
+        let mut b = self.state.lock().unwrap();
+        b.store.forget_instance(id);
+        if let Some(now) = budget_eviction_at {
+            b.threshold.on_eviction(now);
+        }
+    }
+
+    pub fn begin(&self) {
+        self.state.lock().unwrap().in_progress += 1;
+    }
+
+    pub fn end(&self) {
+        self.state.lock().unwrap().in_progress -= 1;
+    }
+
+    /// Which candidates to reclaim now, and when the threshold next changes by itself.
+    fn plan(&self, cfg: &DesiccantConfig, cores: usize, running: usize, candidates: &[Candidate], charged: u64, budget: u64, now: Millis) -> (Vec<String>, Option<Millis>) {
+        let b = self.state.lock().unwrap();
+        let slots = reclaim_slots(cores, running, b.in_progress);
+        (plan(cfg, &b.threshold, &b.store, candidates, charged, budget, now, slots), b.threshold.next_change(now))
+    }
+
+    /// Returns whether the profile was usable.
+    pub fn record(&self, id: &str, fqn: &str, profile: Profile) -> bool {
+        self.state.lock().unwrap().store.record(id, fqn, profile)
+    }
+
+    fn estimate(&self, id: &str, fqn: &str) -> Option<Estimate> {
+        self.state.lock().unwrap().store.estimate(id, fqn)
     }
 }
 
@@ -42,24 +81,16 @@ impl Pool {
     /// Start the reclaims the policy wants now; returns when the answer could next change.
     pub(super) fn plan_reclaims(self: &Arc<Self>, now: Millis) -> Option<Millis> {
         let cfg = &self.cfg.desiccant;
-        let (candidates, charged, running) = {
-            let inner = self.inner.lock().unwrap();
-            let candidates: Vec<Candidate> = inner
-                .slots
-                .values()
-                .filter(|s| s.instance.mode == ReclaimMode::Desiccant && s.state == InstanceState::Frozen && !s.reclaiming && !s.stale)
-                .map(|s| self.candidate(s))
-                .collect();
-            let charged = inner.slots.values().filter(|s| s.state.is_kept_alive()).map(|s| self.charge_of(s)).sum::<u64>();
-            let running = inner.slots.values().map(|s| s.in_flight as usize).sum::<usize>();
-            (candidates, charged, running)
-        };
+        let books = self.slots.snapshot();
+        let candidates: Vec<Candidate> = books
+            .iter()
+            .filter(|s| s.instance.mode == ReclaimMode::Desiccant && s.state == InstanceState::Frozen && !s.reclaiming && !s.stale)
+            .map(|s| self.candidate(s))
+            .collect();
+        let charged = books.iter().filter(|s| s.state.is_kept_alive()).map(|s| self.slots.charge_of(s)).sum::<u64>();
+        let running = books.iter().map(|s| s.in_flight as usize).sum::<usize>();
         let budget = self.policy.config().budget_bytes;
-        let ids = {
-            let d = self.desiccant.lock().unwrap();
-            let slots = reclaim_slots(self.cfg.cores, running, d.in_progress);
-            plan(cfg, &d.threshold, &d.store, &candidates, charged, budget, now, slots)
-        };
+        let (ids, threshold_change) = self.reclaim_books.plan(cfg, self.cfg.cores, running, &candidates, charged, budget, now);
         for id in ids {
             if let Some(instance) = self.begin_reclaim(&id) {
                 let pool = self.clone();
@@ -71,7 +102,6 @@ impl Pool {
             }
         }
         // Wake when the threshold next rises or a frozen instance becomes a candidate.
-        let threshold_change = self.desiccant.lock().unwrap().threshold.next_change(now);
         let next_eligible = candidates
             .iter()
             .filter(|c| !c.eligible(cfg, now))
@@ -99,11 +129,7 @@ impl Pool {
         if s.reclaimed_since_last_run {
             return Some(0);
         }
-        let d = self.desiccant.lock().unwrap();
-        let estimate = d
-            .store
-            .estimate(&s.instance.id, &s.instance.fqn)
-            .unwrap_or_else(|| Estimate::prior(&self.cfg.desiccant));
+        let estimate = self.reclaim_books.estimate(&s.instance.id, &s.instance.fqn).unwrap_or_else(|| Estimate::prior(&self.cfg.desiccant));
         Some(estimate.reclaimable_bytes(self.reclaim_measure(&s.instance.measured_memory())))
     }
 }

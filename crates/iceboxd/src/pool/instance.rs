@@ -61,8 +61,9 @@ impl Instance {
     }
 }
 
-/// The pool's mutable view of one instance (guarded by the pool lock).
-pub struct Slot {
+/// The pool's books on one instance (kept in [`super::slots::Slots`]).
+#[derive(Clone)]
+pub(super) struct Slot {
     pub instance: Arc<Instance>,
     pub state: InstanceState,
     pub in_flight: u32,

@@ -5,6 +5,7 @@
 use super::{EvictReason, Pool};
 use crate::metrics::{MemoryLabels, StateLabel};
 use icebox_core::{EventKind, InstanceState, MemoryStats};
+use icebox_policy::Millis;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,22 +24,7 @@ impl Pool {
                 return;
             }
             let now = self.clock.now_ms();
-            let (evictions, freezes, deadline) = {
-                let inner = self.inner.lock().unwrap();
-                let entries = self.pool_entries(&inner);
-                let evictions = self.policy.evictions(&entries, now);
-                let remaining: Vec<_> = entries.into_iter().filter(|e| !evictions.iter().any(|(id, _)| *id == e.id)).collect();
-                let freezes = self.policy.to_freeze(&remaining, now);
-                let deadline = self.policy.next_deadline(&remaining, now);
-                (evictions, freezes, deadline)
-            };
-            for (id, reason) in evictions {
-                self.evict(&id, EvictReason::Policy(reason)).await;
-            }
-            let froze_any = !freezes.is_empty();
-            for id in freezes {
-                self.freeze(&id).await;
-            }
+            let (froze_any, deadline) = self.keep_alive_round(now).await;
             if froze_any {
                 // Their measured memory is now what they are charged: re-check the budget.
                 continue;
@@ -61,19 +47,29 @@ impl Pool {
         }
     }
 
+    /// Evict and freeze what the keep-alive policy says is due at `now`; returns whether
+    /// anything was frozen and when the policy next has something to do.
+    pub(super) async fn keep_alive_round(&self, now: Millis) -> (bool, Option<Millis>) {
+        let plan = self.slots.keep_alive_plan(&self.policy, now);
+        for (id, reason) in plan.evictions {
+            // Only if nothing took it since the plan was made.
+            if let Some(slot) = self.slots.remove_kept_alive(&id) {
+                self.destroy(slot, EvictReason::Policy(reason)).await;
+            }
+        }
+        let froze_any = !plan.freezes.is_empty();
+        for id in plan.freezes {
+            self.freeze(&id).await;
+        }
+        (froze_any, plan.deadline)
+    }
+
     async fn freeze(&self, id: &str) {
-        let Some(instance) = self.inner.lock().unwrap().slots.get(id).map(|s| s.instance.clone()) else { return };
+        let Some(instance) = self.slots.instance(id) else { return };
         let took = {
             let mut frozen = instance.frozen.lock().await;
-            {
-                let mut inner = self.inner.lock().unwrap();
-                match inner.slots.get_mut(id) {
-                    Some(slot) if slot.state == InstanceState::Idle && slot.in_flight == 0 => {
-                        slot.state = InstanceState::Frozen;
-                        slot.frozen_since = Some(self.clock.now_ms());
-                    }
-                    _ => return,
-                }
+            if !self.slots.mark_frozen(id, self.clock.now_ms()) {
+                return;
             }
             let t = Instant::now();
             if let Err(e) = instance.sandbox.freeze() {
@@ -94,15 +90,13 @@ impl Pool {
 
     /// Measure every instance (frozen ones every FROZEN_SAMPLE_EVERY rounds) and refresh gauges.
     async fn sample(&self, round: u64) {
-        let targets: Vec<_> = {
-            let inner = self.inner.lock().unwrap();
-            inner
-                .slots
-                .values()
-                .filter(|s| s.state != InstanceState::Frozen || round % FROZEN_SAMPLE_EVERY == 0 || s.instance.last_measured().at_ms == 0)
-                .map(|s| s.instance.clone())
-                .collect()
-        };
+        let targets: Vec<_> = self
+            .slots
+            .snapshot()
+            .into_iter()
+            .filter(|s| s.state != InstanceState::Frozen || round % FROZEN_SAMPLE_EVERY == 0 || s.instance.last_measured().at_ms == 0)
+            .map(|s| s.instance)
+            .collect();
         let now = self.clock.now_ms();
         let _ = tokio::task::spawn_blocking(move || {
             for inst in targets {
@@ -114,15 +108,14 @@ impl Pool {
     }
 
     pub fn refresh_gauges(&self) {
-        let inner = self.inner.lock().unwrap();
         let mut by_state: HashMap<InstanceState, (i64, MemoryStats)> = HashMap::new();
         let mut charged = 0u64;
-        for slot in inner.slots.values() {
+        for slot in &self.slots.snapshot() {
             let e = by_state.entry(slot.state).or_default();
             e.0 += 1;
             e.1.add(&slot.instance.measured_memory());
             if slot.state.is_kept_alive() {
-                charged += self.charge_of(slot);
+                charged += self.slots.charge_of(slot);
             }
         }
         for state in InstanceState::ALL {

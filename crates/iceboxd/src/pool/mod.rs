@@ -2,35 +2,49 @@
 //! node's limits, keeps idle instances alive (freezing them after the pause grace) and evicts
 //! them as the keep-alive policy decides. Decisions come from icebox-policy; this module only
 //! keeps the books and acts through the sandbox backend.
+//!
+//! The books are split by what they guard, each with its own private lock:
+//! [`slots::Slots`] (instances and their states), [`prewarm::StemCells`] (prewarmed
+//! runtimes), [`desiccant::ReclaimBooks`] (reclaim profiles and threshold) and
+//! [`admission::Queue`] (lock-free). Lock order: each of these locks is taken only inside its
+//! own type's methods, which never call into another part of the pool, so no two pool locks
+//! are ever held together. Under them only leaf locks are taken (`Instance::measured`, to
+//! read a charge). `Instance::frozen` (async) is taken before a pool lock (freeze, reclaim,
+//! control requests) and never while one is held.
 
 mod admission;
 mod cold;
 mod control;
-mod error;
 mod desiccant;
-mod reclaim;
+mod error;
 mod instance;
 mod manager;
 mod prewarm;
+mod reclaim;
+mod slots;
 mod view;
+
+#[cfg(test)]
+mod tests;
 
 pub use admission::Ticket;
 pub use control::ControlError;
 pub use error::{AcquireError, AdmitError, InitError, StartError};
-pub use instance::{Instance, Measured};
+pub use instance::Instance;
 pub use prewarm::parse_prewarm;
 
 use crate::events::EventBus;
 use crate::metrics::{Metrics, ReasonLabel};
-use icebox_core::{ActionSpec, ChargeMode, EventKind, InstanceState};
-use icebox_policy::{Admission, Clock, EvictionReason, KeepAlivePolicy, Millis, PoolEntry};
+use admission::Queue;
+use desiccant::ReclaimBooks;
+use icebox_core::{ChargeMode, EventKind};
+use icebox_policy::{Clock, EvictionReason, KeepAlivePolicy};
 use icebox_sandbox::SandboxBackend;
-use admission::Place;
 use instance::Slot;
-use std::collections::HashMap;
-use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use prewarm::StemCells;
+use slots::Slots;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 pub struct PoolConfig {
@@ -50,28 +64,34 @@ pub struct PoolConfig {
     pub library_pageout: crate::config::LibraryPageout,
 }
 
-/// An instance handed to one activation; give it back with [`Pool::release`].
+/// An instance handed to one activation. Give it back with [`Lease::release`]; a lease
+/// dropped without that (a cancelled or panicking activation) evicts its instance, whose state
+/// is unknown, and frees its place at once.
 pub struct Lease {
+    pool: Arc<Pool>,
     pub instance: Arc<Instance>,
     pub cold: bool,
     /// /init duration on a cold start.
     pub init_ms: Option<u64>,
+    given_back: bool,
 }
 
-/// What happened to the instance during the activation.
+/// Whether an instance may serve again after an activation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Fine to reuse.
-    Healthy,
+pub enum Health {
+    Reusable,
     /// Must not serve again (timeout, crash, OOM): evict now.
     Broken(EvictReason),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EvictReason {
+    /// The keep-alive policy: TTL, memory budget or max_instances.
     Policy(EvictionReason),
-    /// Timeout, crash, OOM or a stale version.
+    /// The instance failed: a timeout, crash or OOM in an activation, a failed freeze, thaw
+    /// or reclaim, or a lease dropped mid-activation.
     Error,
+    /// Its action was updated or deleted.
     Stale,
     Shutdown,
 }
@@ -87,29 +107,50 @@ impl EvictReason {
     }
 }
 
-struct Inner {
-    slots: HashMap<String, Slot>,
-    /// Instances being created (they hold a place under max_instances).
-    starting: usize,
-    shutting_down: bool,
-}
-
 pub struct Pool {
     backend: Arc<dyn SandboxBackend>,
     runtimes: icebox_sandbox::Runtimes,
     policy: KeepAlivePolicy,
     clock: Arc<dyn Clock>,
     cfg: PoolConfig,
-    inner: Mutex<Inner>,
+    slots: Slots,
+    queue: Queue,
+    stem_cells: StemCells,
+    reclaim_books: ReclaimBooks,
     /// Wakes the manager loop (an instance went idle, the pool changed).
     manager_wake: Notify,
-    /// Wakes queued invocations (capacity may have appeared).
-    capacity: Notify,
-    waiting: AtomicUsize,
-    prewarmed: prewarm::PrewarmState,
-    desiccant: Mutex<desiccant::DesiccantState>,
     events: Arc<EventBus>,
     metrics: Arc<Metrics>,
+}
+
+impl Lease {
+    fn new(pool: &Arc<Pool>, instance: Arc<Instance>, cold: bool, init_ms: Option<u64>) -> Lease {
+        Lease { pool: pool.clone(), instance, cold, init_ms, given_back: false }
+    }
+
+    /// Give the instance back after its activation.
+    pub async fn release(mut self, health: Health) {
+        self.given_back = true;
+        let pool = self.pool.clone();
+        if let Some(reason) = pool.put_back(&self.instance, health, true) {
+            pool.evict(&self.instance.id, reason).await;
+        }
+    }
+
+    /// Give the instance back unused and evict it (it could not be made ready).
+    async fn discard(mut self, reason: EvictReason) {
+        self.given_back = true;
+        self.pool.evict(&self.instance.id, reason).await;
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !self.given_back {
+            tracing::warn!(instance = %self.instance.id, "an activation ended without giving its instance back: evicting it");
+            self.pool.evict_in_background(&self.instance.id, EvictReason::Error);
+        }
+    }
 }
 
 impl Pool {
@@ -123,19 +164,17 @@ impl Pool {
         metrics: Arc<Metrics>,
     ) -> Arc<Pool> {
         metrics.pool_budget.set(policy.config().budget_bytes as i64);
-        let desiccant_cfg = cfg.desiccant;
         Arc::new(Pool {
             backend,
             runtimes,
             policy,
             clock,
+            slots: Slots::new(cfg.charge),
+            queue: Queue::new(cfg.queue_size),
+            stem_cells: StemCells::default(),
+            reclaim_books: ReclaimBooks::new(&cfg.desiccant),
             cfg,
-            inner: Mutex::new(Inner { slots: HashMap::new(), starting: 0, shutting_down: false }),
             manager_wake: Notify::new(),
-            capacity: Notify::new(),
-            waiting: AtomicUsize::new(0),
-            prewarmed: Default::default(),
-            desiccant: Mutex::new(desiccant::DesiccantState::new(&desiccant_cfg)),
             events,
             metrics,
         })
@@ -149,121 +188,10 @@ impl Pool {
         &self.runtimes
     }
 
-    fn charge_of(&self, slot: &Slot) -> u64 {
-        let measured = slot.instance.last_measured();
-        self.cfg.charge.charge(&measured.memory, slot.instance.action.limits.memory_bytes())
-    }
-
-    /// The keep-alive pool (idle and frozen, not stale) as the policy sees it.
-    fn pool_entries(&self, inner: &Inner) -> Vec<PoolEntry> {
-        inner
-            .slots
-            .values()
-            .filter(|s| s.state.is_kept_alive())
-            .map(|s| PoolEntry {
-                id: s.instance.id.clone(),
-                action: s.instance.fqn.clone(),
-                idle_since: s.idle_since,
-                charged: self.charge_of(s),
-                frozen: s.state == InstanceState::Frozen,
-            })
-            .collect()
-    }
-
-    /// One attempt under the lock: a warm instance, a reserved place for a new one, or None
-    /// (queue).
-    fn try_place(&self, action: &Arc<ActionSpec>) -> Result<Option<Place>, AcquireError> {
-        let mut inner = self.inner.lock().unwrap();
-        if inner.shutting_down {
-            return Err(AcquireError::ShuttingDown);
-        }
-        let fqn = action.fqn();
-        let concurrency = action.limits.concurrency;
-        // A running instance with spare intra-instance concurrency first (no thaw needed).
-        let busy_with_room = inner
-            .slots
-            .values()
-            .filter(|s| s.instance.fqn == fqn && !s.stale && s.instance.action.version == action.version)
-            .filter(|s| s.state == InstanceState::Running && s.in_flight < concurrency)
-            .min_by_key(|s| (s.in_flight, s.instance.id.clone()))
-            .map(|s| s.instance.id.clone());
-        let chosen = busy_with_room.or_else(|| {
-            let candidates: Vec<PoolEntry> = self
-                .pool_entries(&inner)
-                .into_iter()
-                .filter(|e| e.action == fqn)
-                .filter(|e| {
-                    let s = &inner.slots[&e.id];
-                    !s.stale && s.instance.action.version == action.version
-                })
-                .collect();
-            // An instance being reclaimed would make this invocation wait for the reclaim:
-            // take another one when there is one.
-            let free: Vec<PoolEntry> = candidates.iter().filter(|e| !inner.slots[&e.id].reclaiming).cloned().collect();
-            let candidates = if free.is_empty() { candidates } else { free };
-            self.policy.choose_warm(&candidates).map(|e| e.id.clone())
-        });
-        if let Some(id) = chosen {
-            let slot = inner.slots.get_mut(&id).expect("chosen from the map");
-            slot.state = InstanceState::Running;
-            slot.in_flight += 1;
-            slot.frozen_since = None;
-            slot.reclaimed_since_last_run = false;
-            return Ok(Some(Place::Warm(slot.instance.clone())));
-        }
-        let pool = self.pool_entries(&inner);
-        let running = inner.slots.len() - pool.len() + inner.starting;
-        match self.policy.admit_new_instance(&pool, running) {
-            Admission::Queue => Ok(None),
-            Admission::Start { evict } => {
-                for id in &evict {
-                    // Taken out of the keep-alive pool now so nobody else picks it.
-                    if let Some(slot) = inner.slots.get_mut(id) {
-                        slot.stale = true;
-                        slot.state = InstanceState::Evicted;
-                    }
-                }
-                inner.starting += 1;
-                Ok(Some(Place::Cold { evict }))
-            }
-        }
-    }
-
-    /// Give an instance back after an activation.
-    pub async fn release(&self, lease: Lease, outcome: Outcome) {
-        let instance = lease.instance.clone();
-        if let Some(reason) = self.put_back(&instance, outcome, true) {
-            self.evict(&instance.id, reason).await;
-        }
-    }
-
     /// The books of giving an instance back; Some: it must be evicted now.
-    fn put_back(&self, instance: &Instance, outcome: Outcome, ran: bool) -> Option<EvictReason> {
+    fn put_back(&self, instance: &Instance, health: Health, ran: bool) -> Option<EvictReason> {
         let id = &instance.id;
-        let evict = {
-            let mut inner = self.inner.lock().unwrap();
-            let now = self.clock.now_ms();
-            match inner.slots.get_mut(id) {
-                None => None,
-                Some(slot) => {
-                    slot.in_flight = slot.in_flight.saturating_sub(1);
-                    if ran {
-                        slot.invocations += 1;
-                    }
-                    match outcome {
-                        Outcome::Broken(reason) => Some(reason),
-                        Outcome::Healthy if slot.stale && slot.in_flight == 0 => Some(EvictReason::Stale),
-                        Outcome::Healthy => {
-                            if slot.in_flight == 0 && slot.state == InstanceState::Running {
-                                slot.state = InstanceState::Idle;
-                                slot.idle_since = now;
-                            }
-                            None
-                        }
-                    }
-                }
-            }
-        };
+        let evict = self.slots.put_back(id, health, ran, self.clock.now_ms());
         if ran {
             self.events.emit(id, &instance.fqn, EventKind::RunEnd, None, None);
         }
@@ -272,92 +200,78 @@ impl Pool {
                 self.events.emit(id, &instance.fqn, EventKind::Idle, None, None);
             }
             self.manager_wake.notify_one();
-            self.capacity.notify_waiters();
+            self.queue.wake_all();
         }
         evict
     }
 
     /// A warm instance was claimed for a ticket that was dropped before it ran.
     fn unclaim(self: &Arc<Self>, instance: &Arc<Instance>) {
-        if let Some(reason) = self.put_back(instance, Outcome::Healthy, false) {
-            self.evict_later(instance.id.clone(), reason);
-        }
-    }
-
-    /// A reserved place for a new instance is not used after all.
-    fn unreserve_start(self: &Arc<Self>, evict: Vec<String>) {
-        self.inner.lock().unwrap().starting -= 1;
-        for id in evict {
-            self.evict_later(id, EvictReason::Policy(EvictionReason::InstanceLimit));
-        }
-        self.capacity.notify_waiters();
-    }
-
-    /// Evict from a synchronous context (a drop): the sandbox is destroyed in the background.
-    fn evict_later(self: &Arc<Self>, id: String, reason: EvictReason) {
-        let pool = self.clone();
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                rt.spawn(async move { pool.evict(&id, reason).await });
-            }
-            Err(_) => tracing::error!(instance = %id, "no runtime to evict the instance on"),
+        if let Some(reason) = self.put_back(instance, Health::Reusable, false) {
+            self.evict_in_background(&instance.id, reason);
         }
     }
 
     /// Remove an instance and destroy its sandbox.
     pub async fn evict(&self, id: &str, reason: EvictReason) {
-        let slot = self.inner.lock().unwrap().slots.remove(id);
-        let Some(slot) = slot else { return };
-        let instance = slot.instance;
-        {
-            let mut d = self.desiccant.lock().unwrap();
-            d.store.forget_instance(&instance.id);
-            if reason == EvictReason::Policy(EvictionReason::MemoryBudget) {
-                d.threshold.on_eviction(self.clock.now_ms());
-            }
+        if let Some(slot) = self.slots.remove(id) {
+            self.destroy(slot, reason).await;
         }
+    }
+
+    /// Evict from a synchronous context (a drop): out of the books now, the sandbox is
+    /// destroyed in the background.
+    fn evict_in_background(self: &Arc<Self>, id: &str, reason: EvictReason) {
+        let Some(slot) = self.slots.remove(id) else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let pool = self.clone();
+                rt.spawn(async move { pool.destroy(slot, reason).await });
+            }
+            Err(_) => tracing::error!(instance = %id, "no runtime left to destroy the instance on"),
+        }
+    }
+
+    /// Destroy the sandbox of an instance already out of the books.
+    async fn destroy(&self, slot: Slot, reason: EvictReason) {
+        let instance = slot.instance;
+        let budget_eviction = reason == EvictReason::Policy(EvictionReason::MemoryBudget);
+        self.reclaim_books.forget(&instance.id, budget_eviction.then(|| self.clock.now_ms()));
+        // Its place is free from now on.
+        self.queue.wake_all();
+        self.manager_wake.notify_one();
         let memory = instance.measured_memory();
         instance.sandbox.destroy().await;
         self.metrics.evictions.get_or_create(&ReasonLabel { reason: reason.as_str().to_string() }).inc();
         self.events.emit(&instance.id, &instance.fqn, EventKind::Evicted, Some(memory), Some(reason.as_str().to_string()));
         tracing::info!(instance = %instance.id, action = %instance.fqn, reason = reason.as_str(), "instance evicted");
-        self.capacity.notify_waiters();
-        self.manager_wake.notify_one();
     }
 
     /// The action changed or was deleted: idle instances go now, busy ones when they finish.
     pub async fn retire_action(&self, fqn: &str) {
-        let idle: Vec<String> = {
-            let mut inner = self.inner.lock().unwrap();
-            let mut idle = Vec::new();
-            for slot in inner.slots.values_mut().filter(|s| s.instance.fqn == fqn) {
-                slot.stale = true;
-                if slot.state.is_kept_alive() {
-                    idle.push(slot.instance.id.clone());
-                }
-            }
-            idle
-        };
-        for id in idle {
+        for id in self.slots.retire(fqn) {
             self.evict(&id, EvictReason::Stale).await;
         }
     }
 
-    /// Destroy every instance (daemon shutdown).
+    /// Destroy every instance (daemon shutdown). Queued invocations fail; a cold start in
+    /// flight destroys its instance when it finishes, and is waited for.
     pub async fn shutdown(&self) {
-        let ids: Vec<String> = {
-            let mut inner = self.inner.lock().unwrap();
-            inner.shutting_down = true;
-            inner.slots.keys().cloned().collect()
-        };
-        self.capacity.notify_waiters();
+        let ids = self.slots.shut_down();
+        self.queue.wake_all();
         self.drain_stem_cells().await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let changed = self.queue.notified();
+            if self.slots.starting() == 0 {
+                break;
+            }
+            if tokio::time::timeout_at(deadline.into(), changed).await.is_err() {
+                tracing::warn!("instances still starting at shutdown");
+                break;
+            }
+        }
         futures::future::join_all(ids.iter().map(|id| self.evict(id, EvictReason::Shutdown))).await;
         self.backend.shutdown().await;
     }
-
-    pub fn now(&self) -> Millis {
-        self.clock.now_ms()
-    }
 }
-

@@ -2,12 +2,13 @@
 //! sandboxes are started ahead of demand, their proxy listening and the whole sandbox frozen.
 //! A cold start of an action that fits (intra-instance concurrency 1, no network, the stem
 //! cells' memory limit, as OpenWhisk's stem cells are per kind and memory) takes one, thaws
-//! it and only pays /init; a replacement starts in the background. Stem cells are not charged against the keep-alive budget or max_instances:
-//! their number is the configured count.
+//! it and only pays /init; a replacement starts in the background. Stem cells are not charged
+//! against the keep-alive budget or max_instances: their number is the configured count.
 
 use super::Pool;
 use icebox_core::api::InstanceView;
 use icebox_core::{ActionSpec, EventKind, InstanceState, MemoryStats};
+use icebox_policy::ReclaimMode;
 use icebox_sandbox::{InstanceSpec, Sandbox};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,40 +17,109 @@ use std::time::Instant;
 /// The memory limit a stem cell runs under until an action takes it.
 const STEM_CELL_LIMIT: u64 = 256 << 20;
 
-pub(super) struct StemCell {
-    pub sandbox: Arc<dyn Sandbox>,
-    pub kind: String,
-    pub created: Instant,
-    pub memory: MemoryStats,
-    pub pids: Vec<u32>,
-    pub measured_at_ms: u64,
+struct StemCell {
+    sandbox: Arc<dyn Sandbox>,
+    kind: String,
+    created: Instant,
+    memory: MemoryStats,
+    pids: Vec<u32>,
+    measured_at_ms: u64,
+}
+
+/// The stem cells, under their own lock (never held with another pool lock, see mod.rs).
+#[derive(Default)]
+pub(super) struct StemCells {
+    state: Mutex<Cells>,
 }
 
 #[derive(Default)]
-pub(super) struct Prewarmed {
+struct Cells {
     /// Kind → ready, frozen stem cells.
-    pub ready: HashMap<String, Vec<StemCell>>,
+    ready: HashMap<String, Vec<StemCell>>,
     /// Kind → stem cells being started.
-    pub starting: HashMap<String, usize>,
+    starting: HashMap<String, usize>,
+    /// Shut down: no new stem cells.
+    closed: bool,
 }
 
-pub(super) type PrewarmState = Mutex<Prewarmed>;
+impl StemCells {
+    /// Count the stem cells `kind` lacks as starting; returns how many to start.
+    fn reserve_missing(&self, kind: &str, target: usize) -> usize {
+        let mut c = self.state.lock().unwrap();
+        if c.closed {
+            return 0;
+        }
+        let have = c.ready.get(kind).map_or(0, Vec::len) + c.starting.get(kind).copied().unwrap_or(0);
+        let missing = target.saturating_sub(have);
+        *c.starting.entry(kind.to_string()).or_default() += missing;
+        missing
+    }
+
+    /// A start finished; the cell is returned when it is not wanted any more (shutdown).
+    fn arrived(&self, kind: &str, cell: Option<StemCell>) -> Option<StemCell> {
+        let mut c = self.state.lock().unwrap();
+        if let Some(n) = c.starting.get_mut(kind) {
+            *n = n.saturating_sub(1);
+        }
+        match cell {
+            Some(cell) if !c.closed => {
+                c.ready.entry(kind.to_string()).or_default().push(cell);
+                None
+            }
+            other => other,
+        }
+    }
+
+    fn take(&self, kind: &str) -> Option<StemCell> {
+        self.state.lock().unwrap().ready.get_mut(kind)?.pop()
+    }
+
+    fn starting(&self) -> usize {
+        self.state.lock().unwrap().starting.values().sum()
+    }
+
+    /// Refuse new stem cells and hand over the ready ones.
+    fn close(&self) -> Vec<StemCell> {
+        let mut c = self.state.lock().unwrap();
+        c.closed = true;
+        c.ready.drain().flat_map(|(_, v)| v).collect()
+    }
+
+    pub fn count(&self) -> usize {
+        self.state.lock().unwrap().ready.values().map(Vec::len).sum()
+    }
+
+    pub fn views(&self, mode: ReclaimMode) -> Vec<InstanceView> {
+        let c = self.state.lock().unwrap();
+        c.ready
+            .values()
+            .flatten()
+            .map(|c| InstanceView {
+                id: c.sandbox.id().to_string(),
+                action: String::new(),
+                kind: c.kind.clone(),
+                state: InstanceState::Prewarmed,
+                pids: c.pids.clone(),
+                age_ms: c.created.elapsed().as_millis() as u64,
+                idle_ms: None,
+                invocations: 0,
+                in_flight: 0,
+                memory_limit: STEM_CELL_LIMIT,
+                memory: c.memory,
+                charged: 0,
+                measured_at_ms: c.measured_at_ms,
+                reclaimable: None,
+                reclaim_mode: mode.as_str().to_string(),
+            })
+            .collect()
+    }
+}
 
 impl Pool {
     /// Start stem cells until every configured kind has its count (in the background).
     pub fn refill_prewarm(self: &Arc<Self>) {
-        for (kind, target) in self.cfg.prewarm.clone() {
-            let missing = {
-                let mut pw = self.prewarmed.lock().unwrap();
-                if self.inner.lock().unwrap().shutting_down {
-                    return;
-                }
-                let have = pw.ready.get(&kind).map_or(0, Vec::len) + pw.starting.get(&kind).copied().unwrap_or(0);
-                let missing = target.saturating_sub(have);
-                *pw.starting.entry(kind.clone()).or_default() += missing;
-                missing
-            };
-            for _ in 0..missing {
+        for (kind, target) in &self.cfg.prewarm {
+            for _ in 0..self.stem_cells.reserve_missing(kind, *target) {
                 let pool = self.clone();
                 let kind = kind.clone();
                 tokio::spawn(async move { pool.start_stem_cell(kind).await });
@@ -59,21 +129,8 @@ impl Pool {
 
     async fn start_stem_cell(self: Arc<Self>, kind: String) {
         let cell = self.create_stem_cell(&kind).await;
-        let unwanted = {
-            let mut pw = self.prewarmed.lock().unwrap();
-            if let Some(n) = pw.starting.get_mut(&kind) {
-                *n = n.saturating_sub(1);
-            }
-            match cell {
-                Some(cell) if !self.inner.lock().unwrap().shutting_down => {
-                    pw.ready.entry(kind).or_default().push(cell);
-                    None
-                }
-                other => other,
-            }
-        };
-        if let Some(cell) = unwanted {
-            cell.sandbox.destroy().await;
+        if let Some(unwanted) = self.stem_cells.arrived(&kind, cell) {
+            unwanted.sandbox.destroy().await;
         }
     }
 
@@ -122,10 +179,11 @@ impl Pool {
         env
     }
 
-    /// A ready stem cell for this action, thawed and limited to the action's memory.
+    /// A ready stem cell for this action, thawed; it already runs under the action's memory
+    /// limit, as stem cells only serve actions of their own limit.
     pub(super) async fn take_stem_cell(self: &Arc<Self>, action: &ActionSpec) -> Option<Arc<dyn Sandbox>> {
         // Stem cells start with the node's reclaim mode (eager GC is a start-up setting).
-        let eager = |m| m == icebox_policy::ReclaimMode::Eager;
+        let eager = |m| m == ReclaimMode::Eager;
         // The memory limit must match too: runtimes size their heaps from it at start-up
         // ({heap_mb}, the JVM's MaxRAMPercentage), so another limit would mean a wrong heap.
         let fits = action.limits.concurrency == 1
@@ -135,9 +193,8 @@ impl Pool {
         if !fits {
             return None;
         }
-        let cell = self.prewarmed.lock().unwrap().ready.get_mut(&action.exec.kind)?.pop()?;
+        let cell = self.stem_cells.take(&action.exec.kind)?;
         self.refill_prewarm();
-        // Its cgroup already has the action's limit: stem cells only serve their own.
         match cell.sandbox.thaw() {
             Ok(()) => Some(cell.sandbox),
             Err(e) => {
@@ -149,40 +206,16 @@ impl Pool {
         }
     }
 
-    pub(super) fn stem_cell_views(&self) -> Vec<InstanceView> {
-        let pw = self.prewarmed.lock().unwrap();
-        pw.ready
-            .values()
-            .flatten()
-            .map(|c| InstanceView {
-                id: c.sandbox.id().to_string(),
-                action: String::new(),
-                kind: c.kind.clone(),
-                state: InstanceState::Prewarmed,
-                pids: c.pids.clone(),
-                age_ms: c.created.elapsed().as_millis() as u64,
-                idle_ms: None,
-                invocations: 0,
-                in_flight: 0,
-                memory_limit: STEM_CELL_LIMIT,
-                memory: c.memory,
-                charged: 0,
-                measured_at_ms: c.measured_at_ms,
-                reclaimable: None,
-                reclaim_mode: self.cfg.reclaim_mode.as_str().to_string(),
-            })
-            .collect()
-    }
-
     /// Destroy every stem cell (shutdown).
     pub(super) async fn drain_stem_cells(&self) {
-        // Stem cells still starting destroy themselves once they see the shutdown; wait for
-        // them so none outlives the daemon.
+        let mut cells = self.stem_cells.close();
+        // Stem cells still starting destroy themselves once they see the pool closed; wait
+        // for them so none outlives the daemon.
         let deadline = Instant::now() + std::time::Duration::from_secs(60);
-        while self.prewarmed.lock().unwrap().starting.values().sum::<usize>() > 0 && Instant::now() < deadline {
+        while self.stem_cells.starting() > 0 && Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        let cells: Vec<StemCell> = self.prewarmed.lock().unwrap().ready.drain().flat_map(|(_, v)| v).collect();
+        cells.extend(self.stem_cells.close());
         futures::future::join_all(cells.iter().map(|c| c.sandbox.destroy())).await;
     }
 }

@@ -34,32 +34,19 @@ impl Pool {
     /// Mark an idle instance as being reclaimed (synchronously, so the policy never plans it
     /// twice and the CPU slot is taken at once).
     pub(super) fn begin_reclaim(&self, id: &str) -> Option<Arc<Instance>> {
-        let mut inner = self.inner.lock().unwrap();
-        let slot = inner.slots.get_mut(id)?;
-        if !slot.state.is_kept_alive() || slot.reclaiming || slot.stale {
-            return None;
-        }
-        slot.reclaiming = true;
-        self.desiccant.lock().unwrap().in_progress += 1;
-        Some(slot.instance.clone())
+        let instance = self.slots.begin_reclaim(id)?;
+        self.reclaim_books.begin();
+        Some(instance)
     }
 
     pub(super) async fn run_reclaim(self: &Arc<Self>, instance: Arc<Instance>, variant: Option<String>) -> Result<ReclaimReport, ControlError> {
         let result = self.reclaim_instance(&instance, variant).await;
-        self.desiccant.lock().unwrap().in_progress -= 1;
-        {
-            let mut inner = self.inner.lock().unwrap();
-            if let Some(slot) = inner.slots.get_mut(&instance.id) {
-                slot.reclaiming = false;
-                if result.is_ok() {
-                    slot.reclaimed_since_last_run = true;
-                }
-            }
-        }
+        self.reclaim_books.end();
+        self.slots.end_reclaim(&instance.id, result.is_ok());
         let outcome = match &result {
             Ok(report) => {
                 let memory_before = report.uss_before;
-                let recorded = self.desiccant.lock().unwrap().store.record(
+                let recorded = self.reclaim_books.record(
                     &instance.id,
                     &instance.fqn,
                     Profile {
@@ -170,15 +157,13 @@ impl Pool {
             return 0;
         }
         let pids = instance.sandbox.pids();
-        let busy_pids: Vec<u32> = {
-            let inner = self.inner.lock().unwrap();
-            inner
-                .slots
-                .values()
-                .filter(|s| s.instance.id != instance.id && !matches!(s.state, InstanceState::Frozen))
-                .flat_map(|s| s.instance.last_measured().pids)
-                .collect()
-        };
+        let busy_pids: Vec<u32> = self
+            .slots
+            .snapshot()
+            .iter()
+            .filter(|s| s.instance.id != instance.id && s.state != InstanceState::Frozen)
+            .flat_map(|s| s.instance.last_measured().pids)
+            .collect();
         let id = instance.id.clone();
         tokio::task::spawn_blocking(move || {
             let mut exclude = HashSet::new();

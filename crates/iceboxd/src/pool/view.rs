@@ -21,7 +21,7 @@ impl Pool {
             in_flight: s.in_flight,
             memory_limit: s.instance.action.limits.memory_bytes(),
             memory: measured.memory,
-            charged: if s.state.is_kept_alive() { self.charge_of(s) } else { 0 },
+            charged: if s.state.is_kept_alive() { self.slots.charge_of(s) } else { 0 },
             measured_at_ms: measured.at_ms,
             reclaimable: self.reclaimable_of(s),
             reclaim_mode: s.instance.mode.as_str().to_string(),
@@ -30,10 +30,9 @@ impl Pool {
 
     /// Oldest first.
     pub fn instance_views(&self) -> Vec<InstanceView> {
-        let inner = self.inner.lock().unwrap();
         let now = self.clock.now_ms();
-        let mut views: Vec<InstanceView> = inner.slots.values().map(|s| self.view_of(s, now)).collect();
-        views.extend(self.stem_cell_views());
+        let mut views: Vec<InstanceView> = self.slots.snapshot().iter().map(|s| self.view_of(s, now)).collect();
+        views.extend(self.stem_cells.views(self.cfg.reclaim_mode));
         views.sort_by(|a, b| b.age_ms.cmp(&a.age_ms).then(a.id.cmp(&b.id)));
         views
     }
@@ -45,16 +44,14 @@ impl Pool {
             let now = self.clock.now_ms();
             tokio::task::spawn_blocking(move || instance.measure(now)).await.ok()?;
         }
-        let inner = self.inner.lock().unwrap();
-        inner.slots.get(id).map(|s| self.view_of(s, self.clock.now_ms()))
+        self.slots.get(id).map(|s| self.view_of(&s, self.clock.now_ms()))
     }
 
     pub fn instance(&self, id: &str) -> Option<std::sync::Arc<super::Instance>> {
-        self.inner.lock().unwrap().slots.get(id).map(|s| s.instance.clone())
+        self.slots.instance(id)
     }
 
     pub fn memory_view(&self) -> MemoryView {
-        let inner = self.inner.lock().unwrap();
         let mut by_state: BTreeMap<String, StateMemory> = InstanceState::ALL
             .iter()
             .filter(|s| **s != InstanceState::Evicted)
@@ -62,18 +59,17 @@ impl Pool {
             .collect();
         let mut total = MemoryStats::default();
         let mut charged = 0;
-        for slot in inner.slots.values() {
+        for slot in &self.slots.snapshot() {
             let mem = slot.instance.measured_memory();
             let entry = by_state.entry(slot.state.as_str().to_string()).or_insert(StateMemory { instances: 0, memory: MemoryStats::default() });
             entry.instances += 1;
             entry.memory.add(&mem);
             total.add(&mem);
             if slot.state.is_kept_alive() {
-                charged += self.charge_of(slot);
+                charged += self.slots.charge_of(slot);
             }
         }
-        drop(inner);
-        for cell in self.stem_cell_views() {
+        for cell in self.stem_cells.views(self.cfg.reclaim_mode) {
             let entry = by_state.entry(cell.state.as_str().to_string()).or_insert(StateMemory { instances: 0, memory: MemoryStats::default() });
             entry.instances += 1;
             entry.memory.add(&cell.memory);
@@ -90,10 +86,10 @@ impl Pool {
     }
 
     pub fn instance_count(&self) -> usize {
-        self.inner.lock().unwrap().slots.len()
+        self.slots.len()
     }
 
     pub fn prewarmed_count(&self) -> usize {
-        self.prewarmed.lock().unwrap().ready.values().map(Vec::len).sum()
+        self.stem_cells.count()
     }
 }

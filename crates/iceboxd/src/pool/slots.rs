@@ -1,0 +1,252 @@
+//! The books of every instance the pool owns (stem cells have their own): one mutex, taken
+//! only inside these methods. Nothing here calls into another part of the pool, so this lock
+//! is never held together with another pool lock (the lock order in mod.rs).
+
+use super::instance::{Instance, Slot};
+use super::{EvictReason, Health};
+use icebox_core::{ActionSpec, ChargeMode, InstanceState};
+use icebox_policy::{Admission, EvictionReason, KeepAlivePolicy, Millis, PoolEntry};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+pub(super) struct Slots {
+    charge: ChargeMode,
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    slots: HashMap<String, Slot>,
+    /// Instances being created (each holds a place under max_instances).
+    starting: usize,
+    shutting_down: bool,
+}
+
+/// What the books decided for one invocation.
+pub(super) enum Claim {
+    /// This warm instance now counts the invocation as running on it.
+    Warm(Arc<Instance>),
+    /// A place under max_instances is reserved (`starting`); evict these first.
+    Cold { evict: Vec<String> },
+    /// No capacity now.
+    Wait,
+}
+
+/// What the keep-alive policy wants done now.
+pub(super) struct KeepAlivePlan {
+    pub evictions: Vec<(String, EvictionReason)>,
+    pub freezes: Vec<String>,
+    /// When the answer next changes by itself.
+    pub deadline: Option<Millis>,
+}
+
+pub(super) struct ShuttingDown;
+
+impl Slots {
+    pub fn new(charge: ChargeMode) -> Self {
+        Slots { charge, table: Mutex::new(Table::default()) }
+    }
+
+    /// What an idle instance is charged against the budget.
+    pub fn charge_of(&self, slot: &Slot) -> u64 {
+        self.charge.charge(&slot.instance.measured_memory(), slot.instance.action.limits.memory_bytes())
+    }
+
+    /// The keep-alive pool (idle and frozen) as the policy sees it.
+    fn entries(&self, t: &Table) -> Vec<PoolEntry> {
+        t.slots
+            .values()
+            .filter(|s| s.state.is_kept_alive())
+            .map(|s| PoolEntry {
+                id: s.instance.id.clone(),
+                action: s.instance.fqn.clone(),
+                idle_since: s.idle_since,
+                charged: self.charge_of(s),
+                frozen: s.state == InstanceState::Frozen,
+            })
+            .collect()
+    }
+
+    /// A running instance with room, a warm one, a place for a new one, or nothing.
+    pub fn claim(&self, action: &ActionSpec, policy: &KeepAlivePolicy) -> Result<Claim, ShuttingDown> {
+        let mut t = self.table.lock().unwrap();
+        if t.shutting_down {
+            return Err(ShuttingDown);
+        }
+        let fqn = action.fqn();
+        let current = |s: &Slot| s.instance.fqn == fqn && !s.stale && s.instance.action.version == action.version;
+        // A running instance with spare intra-instance concurrency first (no thaw needed).
+        let busy_with_room = t
+            .slots
+            .values()
+            .filter(|s| current(s) && s.state == InstanceState::Running && s.in_flight < action.limits.concurrency)
+            .min_by_key(|s| (s.in_flight, s.instance.id.clone()))
+            .map(|s| s.instance.id.clone());
+        let chosen = busy_with_room.or_else(|| {
+            let candidates: Vec<PoolEntry> =
+                self.entries(&t).into_iter().filter(|e| e.action == fqn && current(&t.slots[&e.id])).collect();
+            // An instance being reclaimed would make this invocation wait for the reclaim:
+            // take another one when there is one.
+            let free: Vec<PoolEntry> = candidates.iter().filter(|e| !t.slots[&e.id].reclaiming).cloned().collect();
+            let candidates = if free.is_empty() { candidates } else { free };
+            policy.choose_warm(&candidates).map(|e| e.id.clone())
+        });
+        if let Some(id) = chosen {
+            let slot = t.slots.get_mut(&id).expect("chosen from the map");
+            slot.state = InstanceState::Running;
+            slot.in_flight += 1;
+            slot.frozen_since = None;
+            slot.reclaimed_since_last_run = false;
+            return Ok(Claim::Warm(slot.instance.clone()));
+        }
+        let pool = self.entries(&t);
+        let running = t.slots.len() - pool.len() + t.starting;
+        match policy.admit_new_instance(&pool, running) {
+            Admission::Queue => Ok(Claim::Wait),
+            Admission::Start { evict } => {
+                for id in &evict {
+                    // Taken out of the keep-alive pool now so nobody else picks it.
+                    if let Some(slot) = t.slots.get_mut(id) {
+                        slot.stale = true;
+                        slot.state = InstanceState::Evicted;
+                    }
+                }
+                t.starting += 1;
+                Ok(Claim::Cold { evict })
+            }
+        }
+    }
+
+    /// A started instance joins the books (its place was reserved by [`Self::claim`]); after
+    /// a shutdown it is handed back to be destroyed, its place still held.
+    pub fn add_started(&self, slot: Slot) -> Result<(), Slot> {
+        let mut t = self.table.lock().unwrap();
+        if t.shutting_down {
+            return Err(slot);
+        }
+        t.starting -= 1;
+        t.slots.insert(slot.instance.id.clone(), slot);
+        Ok(())
+    }
+
+    /// A reserved place is given up (the start failed, or its ticket was dropped).
+    pub fn abandon_start(&self) {
+        self.table.lock().unwrap().starting -= 1;
+    }
+
+    pub fn starting(&self) -> usize {
+        self.table.lock().unwrap().starting
+    }
+
+    /// An activation ended (`ran`) or a claim went unused; Some: evict the instance now.
+    pub fn put_back(&self, id: &str, health: Health, ran: bool, now: Millis) -> Option<EvictReason> {
+        let mut t = self.table.lock().unwrap();
+        let slot = t.slots.get_mut(id)?;
+        slot.in_flight = slot.in_flight.saturating_sub(1);
+        if ran {
+            slot.invocations += 1;
+        }
+        match health {
+            Health::Broken(reason) => Some(reason),
+            Health::Reusable if slot.stale && slot.in_flight == 0 => Some(EvictReason::Stale),
+            Health::Reusable => {
+                if slot.in_flight == 0 && slot.state == InstanceState::Running {
+                    slot.state = InstanceState::Idle;
+                    slot.idle_since = now;
+                }
+                None
+            }
+        }
+    }
+
+    pub fn remove(&self, id: &str) -> Option<Slot> {
+        self.table.lock().unwrap().slots.remove(id)
+    }
+
+    /// Remove an instance only if it is still idle or frozen: the policy decided on a
+    /// snapshot, and an invocation may have taken the instance since.
+    pub fn remove_kept_alive(&self, id: &str) -> Option<Slot> {
+        let mut t = self.table.lock().unwrap();
+        match t.slots.get(id) {
+            Some(s) if s.state.is_kept_alive() && !s.reclaiming => t.slots.remove(id),
+            _ => None,
+        }
+    }
+
+    /// The action changed or was deleted: its instances are never reused; the idle ones are
+    /// returned to be evicted now.
+    pub fn retire(&self, fqn: &str) -> Vec<String> {
+        let mut t = self.table.lock().unwrap();
+        let mut idle = Vec::new();
+        for slot in t.slots.values_mut().filter(|s| s.instance.fqn == fqn) {
+            slot.stale = true;
+            if slot.state.is_kept_alive() {
+                idle.push(slot.instance.id.clone());
+            }
+        }
+        idle
+    }
+
+    /// No more claims or new instances; returns every instance.
+    pub fn shut_down(&self) -> Vec<String> {
+        let mut t = self.table.lock().unwrap();
+        t.shutting_down = true;
+        t.slots.keys().cloned().collect()
+    }
+
+    pub fn instance(&self, id: &str) -> Option<Arc<Instance>> {
+        self.table.lock().unwrap().slots.get(id).map(|s| s.instance.clone())
+    }
+
+    pub fn get(&self, id: &str) -> Option<Slot> {
+        self.table.lock().unwrap().slots.get(id).cloned()
+    }
+
+    /// A copy of the books, for reading without the lock.
+    pub fn snapshot(&self) -> Vec<Slot> {
+        self.table.lock().unwrap().slots.values().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.table.lock().unwrap().slots.len()
+    }
+
+    pub fn keep_alive_plan(&self, policy: &KeepAlivePolicy, now: Millis) -> KeepAlivePlan {
+        let t = self.table.lock().unwrap();
+        let entries = self.entries(&t);
+        let evictions = policy.evictions(&entries, now);
+        let remaining: Vec<_> = entries.into_iter().filter(|e| !evictions.iter().any(|(id, _)| *id == e.id)).collect();
+        KeepAlivePlan { freezes: policy.to_freeze(&remaining, now), deadline: policy.next_deadline(&remaining, now), evictions }
+    }
+
+    /// Mark an idle instance frozen; false if it is no longer idle.
+    pub fn mark_frozen(&self, id: &str, now: Millis) -> bool {
+        let mut t = self.table.lock().unwrap();
+        match t.slots.get_mut(id) {
+            Some(slot) if slot.state == InstanceState::Idle && slot.in_flight == 0 => {
+                slot.state = InstanceState::Frozen;
+                slot.frozen_since = Some(now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Mark an idle instance as being reclaimed (so it is planned once).
+    pub fn begin_reclaim(&self, id: &str) -> Option<Arc<Instance>> {
+        let mut t = self.table.lock().unwrap();
+        let slot = t.slots.get_mut(id)?;
+        if !slot.state.is_kept_alive() || slot.reclaiming || slot.stale {
+            return None;
+        }
+        slot.reclaiming = true;
+        Some(slot.instance.clone())
+    }
+
+    pub fn end_reclaim(&self, id: &str, reclaimed: bool) {
+        if let Some(slot) = self.table.lock().unwrap().slots.get_mut(id) {
+            slot.reclaiming = false;
+            slot.reclaimed_since_last_run |= reclaimed;
+        }
+    }
+}

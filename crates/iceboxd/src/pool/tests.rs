@@ -1,0 +1,493 @@
+//! The pool against an in-memory sandbox backend (each fake runtime is a tiny HTTP server on
+//! a UNIX socket, answering /init and /run) and the manual clock.
+
+use super::*;
+use crate::config::LibraryPageout;
+use async_trait::async_trait;
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use icebox_core::{ActionLimits, ActionSpec, Exec, InstanceState, MemoryStats};
+use icebox_policy::{KeepAliveConfig, ManualClock, ReclaimMode};
+use icebox_sandbox::{ExitCause, InstanceSpec, LogCollector, RuntimeClient, RuntimeManifest, Runtimes, Sandbox, SandboxError};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use tokio::sync::Semaphore;
+
+const MIB: u64 = 1 << 20;
+
+#[derive(Default)]
+struct Counters {
+    started: AtomicUsize,
+    live: AtomicUsize,
+    inits: AtomicUsize,
+}
+
+struct FakeBackend {
+    dir: tempfile::TempDir,
+    counters: Arc<Counters>,
+    /// When set, every /init waits for a permit.
+    init_gate: Option<Arc<Semaphore>>,
+    /// /init answers an error.
+    bad_code: AtomicBool,
+}
+
+struct FakeSandbox {
+    id: String,
+    client: RuntimeClient,
+    logs: Arc<LogCollector>,
+    memory_limit: u64,
+    frozen: AtomicBool,
+    destroyed: AtomicBool,
+    server: tokio::task::JoinHandle<()>,
+    counters: Arc<Counters>,
+}
+
+#[derive(Clone)]
+struct RuntimeState {
+    counters: Arc<Counters>,
+    init_gate: Option<Arc<Semaphore>>,
+    bad_code: bool,
+}
+
+async fn fake_init(State(s): State<RuntimeState>) -> (axum::http::StatusCode, Json<Value>) {
+    s.counters.inits.fetch_add(1, Ordering::SeqCst);
+    if let Some(gate) = &s.init_gate {
+        gate.acquire().await.expect("gate open").forget();
+    }
+    if s.bad_code {
+        (axum::http::StatusCode::BAD_GATEWAY, Json(json!({"error": "SyntaxError"})))
+    } else {
+        (axum::http::StatusCode::OK, Json(json!({"ok": true})))
+    }
+}
+
+async fn fake_run() -> Json<Value> {
+    Json(json!({"done": true}))
+}
+
+#[async_trait]
+impl SandboxBackend for FakeBackend {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    fn cgroup_version(&self) -> &'static str {
+        "none"
+    }
+    async fn start(&self, spec: InstanceSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
+        self.counters.started.fetch_add(1, Ordering::SeqCst);
+        let path = self.dir.path().join(format!("{}.sock", spec.id));
+        let listener = tokio::net::UnixListener::bind(&path)?;
+        let state = RuntimeState {
+            counters: self.counters.clone(),
+            init_gate: self.init_gate.clone(),
+            bad_code: self.bad_code.load(Ordering::SeqCst),
+        };
+        let app = Router::new().route("/init", post(fake_init)).route("/run", post(fake_run)).with_state(state);
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        self.counters.live.fetch_add(1, Ordering::SeqCst);
+        Ok(Arc::new(FakeSandbox {
+            id: spec.id,
+            client: RuntimeClient::new(path),
+            logs: Arc::new(LogCollector::new()),
+            memory_limit: spec.memory_limit_bytes,
+            frozen: AtomicBool::new(false),
+            destroyed: AtomicBool::new(false),
+            server,
+            counters: self.counters.clone(),
+        }))
+    }
+    async fn cleanup_orphans(&self) -> anyhow::Result<usize> {
+        Ok(0)
+    }
+    async fn shutdown(&self) {}
+}
+
+#[async_trait]
+impl Sandbox for FakeSandbox {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn client(&self) -> &RuntimeClient {
+        &self.client
+    }
+    fn logs(&self) -> &Arc<LogCollector> {
+        &self.logs
+    }
+    fn pids(&self) -> Vec<u32> {
+        Vec::new()
+    }
+    fn memory(&self) -> MemoryStats {
+        MemoryStats { uss: self.memory_limit / 2, pss: self.memory_limit / 2, rss: self.memory_limit / 2, ..Default::default() }
+    }
+    fn freeze(&self) -> std::io::Result<()> {
+        self.frozen.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+    fn thaw(&self) -> std::io::Result<()> {
+        self.frozen.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+    async fn exited(&self) {
+        futures::future::pending::<()>().await
+    }
+    fn exit_cause(&self) -> Option<ExitCause> {
+        None
+    }
+    async fn destroy(&self) {
+        if !self.destroyed.swap(true, Ordering::SeqCst) {
+            self.server.abort();
+            self.counters.live.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+struct Setup {
+    max_instances: usize,
+    budget: u64,
+    queue_size: usize,
+    prewarm: Vec<(String, usize)>,
+    init_gate: Option<Arc<Semaphore>>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup { max_instances: 4, budget: 1 << 30, queue_size: 4, prewarm: Vec::new(), init_gate: None }
+    }
+}
+
+struct Harness {
+    pool: Arc<Pool>,
+    backend: Arc<FakeBackend>,
+    clock: Arc<ManualClock>,
+}
+
+impl Harness {
+    fn new(setup: Setup) -> Harness {
+        let backend = Arc::new(FakeBackend {
+            dir: tempfile::tempdir().unwrap(),
+            counters: Arc::default(),
+            init_gate: setup.init_gate,
+            bad_code: AtomicBool::new(false),
+        });
+        let mut runtimes = Runtimes::default();
+        runtimes.insert(RuntimeManifest {
+            kind: "python:3".into(),
+            aliases: vec![],
+            command: vec!["fake".into()],
+            env: Default::default(),
+            dir: Default::default(),
+        });
+        let clock = Arc::new(ManualClock::new(1_000));
+        let policy = KeepAlivePolicy::new(KeepAliveConfig {
+            keep_alive_ms: 600_000,
+            pause_grace_ms: 50,
+            budget_bytes: setup.budget,
+            max_instances: setup.max_instances,
+        });
+        let pool = Pool::new(
+            backend.clone(),
+            runtimes,
+            policy,
+            clock.clone(),
+            PoolConfig {
+                charge: ChargeMode::Limit,
+                queue_size: setup.queue_size,
+                pids_max: 64,
+                tmp_bytes: MIB,
+                sample_interval: Duration::from_secs(1),
+                api_host: String::new(),
+                prewarm: setup.prewarm,
+                reclaim_mode: ReclaimMode::Vanilla,
+                desiccant: Default::default(),
+                cores: 1,
+                library_pageout: LibraryPageout::Off,
+            },
+            Arc::new(EventBus::new()),
+            Arc::new(Metrics::new()),
+        );
+        Harness { pool, backend, clock }
+    }
+
+    fn live(&self) -> usize {
+        self.backend.counters.live.load(Ordering::SeqCst)
+    }
+
+    fn started(&self) -> usize {
+        self.backend.counters.started.load(Ordering::SeqCst)
+    }
+
+    async fn lease(&self, action: &Arc<ActionSpec>) -> Lease {
+        self.pool.admit(action).expect("admitted").lease(Duration::from_secs(30)).await.expect("leased")
+    }
+}
+
+fn action(name: &str, version: &str) -> Arc<ActionSpec> {
+    Arc::new(ActionSpec {
+        namespace: "guest".into(),
+        name: name.into(),
+        exec: Exec { kind: "python:3".into(), code: "def main(a): return a".into(), binary: false, main: None },
+        limits: ActionLimits { memory: 128, ..Default::default() },
+        parameters: vec![],
+        annotations: vec![],
+        version: version.into(),
+        updated: 0,
+    })
+}
+
+/// Background work (a destroy spawned from a drop) finishes: wait for it, boundedly.
+async fn eventually(what: &str, cond: impl Fn() -> bool) {
+    for _ in 0..5_000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+#[tokio::test]
+async fn a_released_instance_serves_the_next_invocation_warm() {
+    let h = Harness::new(Setup::default());
+    let a = action("a", "0.0.1");
+    let first = h.lease(&a).await;
+    assert!(first.cold);
+    let id = first.instance.id.clone();
+    first.release(Health::Reusable).await;
+    let second = h.lease(&a).await;
+    assert!(!second.cold);
+    assert_eq!(second.instance.id, id);
+    second.release(Health::Reusable).await;
+    assert_eq!((h.started(), h.live(), h.pool.instance_count()), (1, 1, 1));
+}
+
+#[tokio::test]
+async fn a_broken_instance_is_evicted_on_release() {
+    let h = Harness::new(Setup::default());
+    let a = action("a", "0.0.1");
+    h.lease(&a).await.release(Health::Broken(EvictReason::Error)).await;
+    assert_eq!((h.live(), h.pool.instance_count()), (0, 0));
+    assert!(h.lease(&a).await.cold);
+}
+
+#[tokio::test]
+async fn invocations_beyond_capacity_wait_and_beyond_the_queue_are_refused() {
+    let h = Harness::new(Setup { max_instances: 1, queue_size: 1, ..Setup::default() });
+    let a = action("a", "0.0.1");
+    let running = h.lease(&a).await;
+    let queued = h.pool.admit(&a).expect("a place in the queue");
+    assert!(matches!(h.pool.admit(&a), Err(AdmitError::QueueFull)));
+    let waiter = tokio::spawn(queued.lease(Duration::from_secs(30)));
+    let id = running.instance.id.clone();
+    running.release(Health::Reusable).await;
+    let next = waiter.await.unwrap().expect("the queued invocation gets the instance");
+    assert_eq!((next.cold, next.instance.id.clone()), (false, id));
+    // It left the queue: there is a place again.
+    let again = h.pool.admit(&a).expect("queued again");
+    drop(again);
+    next.release(Health::Reusable).await;
+}
+
+#[tokio::test]
+async fn a_queued_invocation_times_out_and_gives_its_place_back() {
+    let h = Harness::new(Setup { max_instances: 1, queue_size: 1, ..Setup::default() });
+    let a = action("a", "0.0.1");
+    let running = h.lease(&a).await;
+    let queued = h.pool.admit(&a).unwrap();
+    assert!(matches!(queued.lease(Duration::from_millis(10)).await, Err(AcquireError::QueueTimeout(_))));
+    let dropped = h.pool.admit(&a).expect("the timed-out invocation left the queue");
+    drop(dropped);
+    assert!(h.pool.admit(&a).is_ok(), "a dropped ticket leaves the queue");
+    running.release(Health::Reusable).await;
+}
+
+#[tokio::test]
+async fn the_memory_budget_evicts_the_least_recently_used() {
+    // Charged by limit: the budget holds one idle 128 MiB instance.
+    let h = Harness::new(Setup { budget: 128 * MIB, ..Setup::default() });
+    let (a, b) = (action("a", "0.0.1"), action("b", "0.0.1"));
+    let la = h.lease(&a).await;
+    let lb = h.lease(&b).await;
+    let b_id = lb.instance.id.clone();
+    la.release(Health::Reusable).await;
+    h.clock.advance(10);
+    lb.release(Health::Reusable).await;
+    h.pool.keep_alive_round(h.clock.now_ms()).await;
+    let left: Vec<String> = h.pool.instance_views().into_iter().map(|v| v.id).collect();
+    assert_eq!(left, vec![b_id.clone()]);
+    assert_eq!(h.live(), 1);
+
+    // After the pause grace the idle one is frozen, and thawed for its next invocation.
+    h.clock.advance(100);
+    let (froze, _) = h.pool.keep_alive_round(h.clock.now_ms()).await;
+    assert!(froze);
+    assert_eq!(h.pool.instance_views()[0].state, InstanceState::Frozen);
+    let lb = h.lease(&b).await;
+    assert_eq!(lb.instance.id, b_id);
+    assert!(!*lb.instance.frozen.lock().await);
+    lb.release(Health::Reusable).await;
+}
+
+#[tokio::test]
+async fn the_keep_alive_expires_idle_instances() {
+    let h = Harness::new(Setup::default());
+    h.lease(&action("a", "0.0.1")).await.release(Health::Reusable).await;
+    h.clock.advance(600_001);
+    h.pool.keep_alive_round(h.clock.now_ms()).await;
+    assert_eq!((h.pool.instance_count(), h.live()), (0, 0));
+}
+
+#[tokio::test]
+async fn a_lease_dropped_without_release_gives_its_place_back() {
+    let h = Harness::new(Setup { max_instances: 1, ..Setup::default() });
+    let a = action("a", "0.0.1");
+    let lease = h.lease(&a).await;
+    // A panicking or cancelled activation drops its lease.
+    drop(lease);
+    assert_eq!(h.pool.instance_count(), 0, "out of the books at once");
+    eventually("the dropped lease's sandbox is destroyed", || h.live() == 0).await;
+    let next = h.lease(&a).await;
+    assert!(next.cold, "its instance was not reused: its state is unknown");
+    next.release(Health::Reusable).await;
+}
+
+#[tokio::test]
+async fn a_warm_ticket_dropped_unused_leaves_its_instance_idle() {
+    let h = Harness::new(Setup { max_instances: 1, ..Setup::default() });
+    let a = action("a", "0.0.1");
+    h.lease(&a).await.release(Health::Reusable).await;
+    drop(h.pool.admit(&a).unwrap());
+    let again = h.lease(&a).await;
+    assert!(!again.cold);
+    again.release(Health::Reusable).await;
+    assert_eq!(h.live(), 1);
+}
+
+#[tokio::test]
+async fn a_cold_start_abandoned_midway_frees_its_place_and_its_sandbox() {
+    let gate = Arc::new(Semaphore::new(0));
+    let h = Harness::new(Setup { max_instances: 1, init_gate: Some(gate.clone()), ..Setup::default() });
+    let a = action("a", "0.0.1");
+    let ticket = h.pool.admit(&a).unwrap();
+    let starting = tokio::spawn(ticket.lease(Duration::from_secs(30)));
+    eventually("the runtime is in /init", || h.backend.counters.inits.load(Ordering::SeqCst) == 1).await;
+    starting.abort();
+    let _ = starting.await;
+    eventually("the abandoned sandbox is destroyed", || h.live() == 0).await;
+    gate.add_permits(10);
+    let lease = h.lease(&a).await;
+    assert!(lease.cold, "the place under max_instances was given back");
+    lease.release(Health::Reusable).await;
+}
+
+#[tokio::test]
+async fn an_init_failure_is_typed_and_frees_everything() {
+    let h = Harness::new(Setup { max_instances: 1, ..Setup::default() });
+    h.backend.bad_code.store(true, Ordering::SeqCst);
+    let a = action("a", "0.0.1");
+    match h.pool.admit(&a).unwrap().lease(Duration::from_secs(30)).await {
+        Err(AcquireError::Init { error: InitError::Refused(m), .. }) => assert_eq!(m, "SyntaxError"),
+        Err(e) => panic!("expected an init failure, got {e}"),
+        Ok(_) => panic!("expected an init failure"),
+    }
+    assert_eq!((h.live(), h.pool.instance_count()), (0, 0));
+    h.backend.bad_code.store(false, Ordering::SeqCst);
+    h.lease(&a).await.release(Health::Reusable).await;
+}
+
+#[tokio::test]
+async fn stale_versions_are_never_reused() {
+    let h = Harness::new(Setup::default());
+    let v1 = action("a", "0.0.1");
+    let idle = h.lease(&v1).await;
+    let busy = h.lease(&v1).await;
+    let idle_id = idle.instance.id.clone();
+    idle.release(Health::Reusable).await;
+    // An update: the new version never gets an old instance.
+    let v2 = action("a", "0.0.2");
+    let fresh = h.lease(&v2).await;
+    assert!(fresh.cold);
+    assert_ne!(fresh.instance.id, idle_id);
+    h.pool.retire_action(&v1.fqn()).await;
+    assert!(h.pool.instance(&idle_id).is_none(), "the idle old instance is evicted at once");
+    let busy_id = busy.instance.id.clone();
+    assert!(h.pool.instance(&busy_id).is_some(), "the busy one finishes its activation");
+    busy.release(Health::Reusable).await;
+    assert!(h.pool.instance(&busy_id).is_none(), "and goes when it does");
+    fresh.release(Health::Reusable).await;
+}
+
+#[tokio::test]
+async fn shutdown_refuses_new_work_fails_the_queue_and_destroys_everything() {
+    let h = Harness::new(Setup { max_instances: 1, queue_size: 1, prewarm: vec![("python:3".into(), 1)], ..Setup::default() });
+    h.pool.refill_prewarm();
+    eventually("a stem cell is ready", || h.pool.prewarmed_count() == 1).await;
+    let a = action("a", "0.0.1");
+    let running = h.lease(&a).await;
+    let queued = tokio::spawn(h.pool.admit(&a).unwrap().lease(Duration::from_secs(30)));
+    h.pool.shutdown().await;
+    assert!(matches!(queued.await.unwrap(), Err(AcquireError::ShuttingDown)));
+    assert!(matches!(h.pool.admit(&a), Err(AdmitError::ShuttingDown)));
+    assert_eq!(h.live(), 0, "every instance and stem cell is destroyed");
+    running.release(Health::Reusable).await;
+    assert_eq!(h.live(), 0);
+}
+
+#[tokio::test]
+async fn shutdown_waits_for_a_cold_start_in_flight_and_destroys_it() {
+    let gate = Arc::new(Semaphore::new(0));
+    let h = Harness::new(Setup { init_gate: Some(gate.clone()), ..Setup::default() });
+    let a = action("a", "0.0.1");
+    let starting = tokio::spawn(h.pool.admit(&a).unwrap().lease(Duration::from_secs(30)));
+    eventually("the runtime is in /init", || h.backend.counters.inits.load(Ordering::SeqCst) == 1).await;
+    let pool = h.pool.clone();
+    let shutdown = tokio::spawn(async move { pool.shutdown().await });
+    gate.add_permits(10);
+    shutdown.await.unwrap();
+    assert!(matches!(starting.await.unwrap(), Err(AcquireError::ShuttingDown)));
+    assert_eq!(h.live(), 0, "the instance that finished starting during shutdown is destroyed");
+}
+
+/// pool/view.rs used to hold the instances' lock while taking the stem cells' lock, and the
+/// prewarm refill the other way round: views and refills from two threads could deadlock.
+#[test]
+fn views_and_prewarm_refills_from_threads_do_not_deadlock() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let h = rt.block_on(async {
+        let h = Harness::new(Setup { prewarm: vec![("python:3".into(), 1)], ..Setup::default() });
+        h.lease(&action("a", "0.0.1")).await.release(Health::Reusable).await;
+        h.pool.refill_prewarm();
+        eventually("a stem cell is ready", || h.pool.prewarmed_count() == 1).await;
+        h
+    });
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let threads = 4;
+    let start = Arc::new(std::sync::Barrier::new(threads));
+    let workers: Vec<_> = (0..threads)
+        .map(|w| {
+            let pool = h.pool.clone();
+            let handle = rt.handle().clone();
+            let (done, start) = (done_tx.clone(), start.clone());
+            std::thread::spawn(move || {
+                let _rt = handle.enter();
+                start.wait();
+                for _ in 0..100_000 {
+                    if w % 2 == 0 {
+                        pool.instance_views();
+                    } else {
+                        pool.refill_prewarm();
+                    }
+                }
+                done.send(()).unwrap();
+            })
+        })
+        .collect();
+    for _ in 0..threads {
+        done_rx.recv_timeout(Duration::from_secs(60)).expect("a thread is stuck: lock-order deadlock");
+    }
+    for w in workers {
+        w.join().unwrap();
+    }
+}
