@@ -8,12 +8,14 @@
 
 mod config;
 mod mode;
+mod pageout;
 mod plan;
 mod profile;
 mod threshold;
 
 pub use config::{DesiccantConfig, DesiccantConfigError};
 pub use mode::{ParseReclaimModeError, ReclaimMode};
+pub use pageout::{LibraryPageout, ParseLibraryPageoutError};
 pub use plan::{plan, rank, reclaim_slots, Candidate, Ranked};
 pub use profile::{Estimate, EstimateSource, Profile, ProfileStore, Retained, MIN_RECLAIM_CPU_MS};
 pub use threshold::ReclaimThreshold;

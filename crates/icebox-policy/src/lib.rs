@@ -16,8 +16,8 @@ mod testutil;
 pub use clock::{Clock, ManualClock, Millis, MonotonicClock};
 pub use desiccant::{
     plan, rank, reclaim_slots, Candidate, DesiccantConfig, DesiccantConfigError, Estimate,
-    EstimateSource, ParseReclaimModeError, Profile, ProfileStore, Ranked, ReclaimMode,
-    ReclaimThreshold, Retained, MIN_RECLAIM_CPU_MS,
+    EstimateSource, LibraryPageout, ParseLibraryPageoutError, ParseReclaimModeError, Profile,
+    ProfileStore, Ranked, ReclaimMode, ReclaimThreshold, Retained, MIN_RECLAIM_CPU_MS,
 };
 pub use keepalive::{Admission, ConfigError, EvictionReason, KeepAliveConfig, KeepAlivePolicy};
 pub use pool::{lru_order, total_charge, PoolEntry};

@@ -109,8 +109,8 @@ pub struct Config {
     /// instance's private library pages, then read them back into the page cache, unmapped:
     /// its USS drops and its next activation faults them in from memory), evict (page out and
     /// leave them to be re-read from disk), or off.
-    #[arg(long, env = "ICEBOX_LIBRARY_PAGEOUT", value_enum, default_value = "keep-cached")]
-    pub library_pageout: LibraryPageout,
+    #[arg(long, env = "ICEBOX_LIBRARY_PAGEOUT", default_value = "keep-cached")]
+    pub library_pageout: icebox_policy::LibraryPageout,
 
     /// Log format: text or json.
     #[arg(long, env = "ICEBOX_LOG_FORMAT", default_value = "text")]
@@ -119,15 +119,22 @@ pub struct Config {
 
 pub type PrewarmSpec = Vec<(String, usize)>;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LibraryPageout {
-    KeepCached,
-    Evict,
-    Off,
-}
-
+/// `python:3=1,nodejs:20=2` → [(kind, count)]; `none` or empty → nothing.
 fn parse_prewarm_flag(s: &str) -> Result<PrewarmSpec, String> {
-    crate::pool::parse_prewarm(s)
+    let s = s.trim();
+    if s.is_empty() || s == "none" {
+        return Ok(Vec::new());
+    }
+    s.split(',')
+        .map(|item| {
+            let (kind, n) = item
+                .trim()
+                .rsplit_once('=')
+                .ok_or_else(|| format!("'{item}' is not KIND=COUNT (e.g. python:3=1)"))?;
+            let n = n.parse::<usize>().map_err(|e| format!("'{item}': bad count: {e}"))?;
+            Ok((kind.trim().to_string(), n))
+        })
+        .collect()
 }
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -166,6 +173,22 @@ mod tests {
         assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
         assert_eq!(parse_size("1024").unwrap(), 1024);
         assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn prewarm_specs() {
+        assert_eq!(parse_prewarm_flag("python:3=1,nodejs:20=2").unwrap(), vec![("python:3".into(), 1), ("nodejs:20".into(), 2)]);
+        assert!(parse_prewarm_flag("none").unwrap().is_empty());
+        assert!(parse_prewarm_flag("python:3").is_err());
+        assert!(parse_prewarm_flag("python:3=x").is_err());
+    }
+
+    #[test]
+    fn library_pageout_is_a_flag_value() {
+        let c = Config::parse_from(["iceboxd", "--library-pageout", "evict"]);
+        assert_eq!(c.library_pageout, icebox_policy::LibraryPageout::Evict);
+        assert_eq!(Config::parse_from(["iceboxd"]).library_pageout, icebox_policy::LibraryPageout::KeepCached);
+        assert!(Config::try_parse_from(["iceboxd", "--library-pageout", "sometimes"]).is_err());
     }
 
     #[test]

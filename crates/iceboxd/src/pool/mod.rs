@@ -31,7 +31,6 @@ pub use admission::Ticket;
 pub use control::ControlError;
 pub use error::{AcquireError, AdmitError, InitError, StartError};
 pub use instance::Instance;
-pub use prewarm::parse_prewarm;
 
 use crate::events::EventBus;
 use crate::metrics::{Metrics, ReasonLabel};
@@ -61,7 +60,7 @@ pub struct PoolConfig {
     pub desiccant: icebox_policy::DesiccantConfig,
     /// CPU cores reclaims may use when idle.
     pub cores: usize,
-    pub library_pageout: crate::config::LibraryPageout,
+    pub library_pageout: icebox_policy::LibraryPageout,
 }
 
 /// An instance handed to one activation. Give it back with [`Lease::release`]; a lease

@@ -219,34 +219,3 @@ impl Pool {
         futures::future::join_all(cells.iter().map(|c| c.sandbox.destroy())).await;
     }
 }
-
-/// `python:3=1,nodejs:20=2` → [(kind, count)]; `none` or empty → nothing.
-pub fn parse_prewarm(s: &str) -> Result<Vec<(String, usize)>, String> {
-    let s = s.trim();
-    if s.is_empty() || s == "none" {
-        return Ok(Vec::new());
-    }
-    s.split(',')
-        .map(|item| {
-            let (kind, n) = item
-                .trim()
-                .rsplit_once('=')
-                .ok_or_else(|| format!("'{item}' is not KIND=COUNT (e.g. python:3=1)"))?;
-            let n = n.parse::<usize>().map_err(|e| format!("'{item}': bad count: {e}"))?;
-            Ok((kind.trim().to_string(), n))
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_prewarm;
-
-    #[test]
-    fn prewarm_specs() {
-        assert_eq!(parse_prewarm("python:3=1,nodejs:20=2").unwrap(), vec![("python:3".into(), 1), ("nodejs:20".into(), 2)]);
-        assert!(parse_prewarm("none").unwrap().is_empty());
-        assert!(parse_prewarm("python:3").is_err());
-        assert!(parse_prewarm("python:3=x").is_err());
-    }
-}

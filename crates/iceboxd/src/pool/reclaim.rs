@@ -6,11 +6,10 @@
 //! prefers other warm instances of the action while one is being reclaimed.
 
 use super::{ControlError, EvictReason, Instance, Pool};
-use crate::config::LibraryPageout;
 use crate::metrics::OutcomeLabel;
 use icebox_core::api::ReclaimReport;
 use icebox_core::{EventKind, InstanceState};
-use icebox_policy::Profile;
+use icebox_policy::{LibraryPageout, Profile};
 use icebox_sandbox::RuntimeError;
 use serde_json::{json, Value};
 use std::collections::HashSet;

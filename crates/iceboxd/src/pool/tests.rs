@@ -2,13 +2,12 @@
 //! a UNIX socket, answering /init and /run) and the manual clock.
 
 use super::*;
-use crate::config::LibraryPageout;
 use async_trait::async_trait;
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 use icebox_core::{ActionLimits, ActionSpec, Exec, InstanceState, MemoryStats};
-use icebox_policy::{KeepAliveConfig, ManualClock, ReclaimMode};
+use icebox_policy::{KeepAliveConfig, LibraryPageout, ManualClock, ReclaimMode};
 use icebox_sandbox::{ExitCause, InstanceSpec, LogCollector, RuntimeClient, RuntimeManifest, Runtimes, Sandbox, SandboxError};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
