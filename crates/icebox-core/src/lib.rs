@@ -6,9 +6,11 @@ pub mod api;
 pub mod event;
 pub mod instance;
 pub mod memory;
+pub mod time;
 
 pub use action::{ActionLimits, ActionSpec, Exec, KeyValue, LimitError};
 pub use activation::{ActivationRecord, ActivationResponse, ActivationStatus};
 pub use event::{EventKind, LifecycleEvent};
 pub use instance::{InstanceId, InstanceState};
 pub use memory::{ChargeMode, MemoryStats};
+pub use time::now_ms;

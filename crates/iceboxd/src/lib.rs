@@ -13,10 +13,4 @@ pub mod registry;
 pub mod server;
 pub mod state;
 
-/// Wall-clock milliseconds since the Unix epoch (activation records, events).
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use icebox_core::now_ms;

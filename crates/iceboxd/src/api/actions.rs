@@ -1,6 +1,6 @@
 //! /api/v1/namespaces/{ns}/actions[/{name}]: deploy, read, delete and invoke actions.
 
-use super::{archive, resolve_namespace, ApiError};
+use super::{archive, query, resolve_namespace, ApiError};
 use crate::invoker::{self, Invocation};
 use crate::state::AppState;
 use axum::body::Bytes;
@@ -301,7 +301,7 @@ pub async fn invoke(
     };
     let task_state = state.clone();
     let task = tokio::spawn(async move { invoker::invoke(&task_state, inv, ticket).await });
-    if !truthy(&q.blocking) {
+    if !query::flag(q.blocking.as_deref(), false) {
         return Ok((StatusCode::ACCEPTED, Json(json!({"activationId": activation_id}))).into_response());
     }
     let record = match tokio::time::timeout(BLOCKING_WAIT, task).await {
@@ -313,6 +313,6 @@ pub async fn invoke(
         ActivationStatus::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::BAD_GATEWAY,
     };
-    let body = if truthy(&q.result) { record.response.result.clone() } else { serde_json::to_value(&record).unwrap_or(Value::Null) };
+    let body = if query::flag(q.result.as_deref(), false) { record.response.result.clone() } else { serde_json::to_value(&record).unwrap_or(Value::Null) };
     Ok((status, Json(body)).into_response())
 }

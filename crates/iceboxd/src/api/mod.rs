@@ -6,6 +6,7 @@ mod activations;
 mod archive;
 mod error;
 mod node;
+mod query;
 
 pub use error::ApiError;
 

@@ -3,6 +3,7 @@
 
 use super::instance::{Instance, Measured, Slot};
 use super::admission::StartReservation;
+use super::env::wants_network;
 use super::{AcquireError, EvictReason, InitError, Lease, Pool, StartError};
 use crate::metrics::KindLabel;
 use icebox_core::{ActionSpec, EventKind, InstanceState};
@@ -47,12 +48,7 @@ impl Pool {
             .clone();
         let stem_cell = self.take_stem_cell(action).await;
         let id = stem_cell.as_ref().map(|s| s.id().to_string()).unwrap_or_else(|| new_instance_id(&action.name));
-        let network = action.annotation("icebox.network").and_then(|v| v.as_bool()).unwrap_or(false);
         let mode = self.mode_of(action);
-        let mut env = vec![("__OW_API_HOST".to_string(), self.cfg.api_host.clone())];
-        if mode == icebox_policy::ReclaimMode::Eager {
-            env.push(("ICEBOX_EAGER_GC".to_string(), "1".to_string()));
-        }
         let spec = InstanceSpec {
             id: id.clone(),
             action: fqn.clone(),
@@ -61,8 +57,8 @@ impl Pool {
             pids_max: self.cfg.pids_max,
             tmp_bytes: self.cfg.tmp_bytes,
             concurrency: action.limits.concurrency,
-            network,
-            env,
+            network: wants_network(action),
+            env: self.instance_env(mode),
         };
         let prewarmed = stem_cell.is_some();
         let sandbox = match stem_cell {

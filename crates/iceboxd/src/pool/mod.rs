@@ -16,6 +16,7 @@ mod admission;
 mod cold;
 mod control;
 mod desiccant;
+mod env;
 mod error;
 mod instance;
 mod manager;

@@ -5,6 +5,7 @@
 //! it and only pays /init; a replacement starts in the background. Stem cells are not charged
 //! against the keep-alive budget or max_instances: their number is the configured count.
 
+use super::env::wants_network;
 use super::Pool;
 use icebox_core::api::InstanceView;
 use icebox_core::{ActionSpec, EventKind, InstanceState, MemoryStats};
@@ -147,7 +148,7 @@ impl Pool {
             tmp_bytes: self.cfg.tmp_bytes,
             concurrency: 1,
             network: false,
-            env: self.stem_cell_env(),
+            env: self.instance_env(self.cfg.reclaim_mode),
         };
         let created = Instant::now();
         self.events.emit(&id, &label, EventKind::Created, None, None);
@@ -171,14 +172,6 @@ impl Pool {
         Some(StemCell { sandbox, kind: kind.to_string(), created, memory, pids, measured_at_ms: crate::now_ms() })
     }
 
-    fn stem_cell_env(&self) -> Vec<(String, String)> {
-        let mut env = vec![("__OW_API_HOST".to_string(), self.cfg.api_host.clone())];
-        if self.cfg.reclaim_mode == icebox_policy::ReclaimMode::Eager {
-            env.push(("ICEBOX_EAGER_GC".to_string(), "1".to_string()));
-        }
-        env
-    }
-
     /// A ready stem cell for this action, thawed; it already runs under the action's memory
     /// limit, as stem cells only serve actions of their own limit.
     pub(super) async fn take_stem_cell(self: &Arc<Self>, action: &ActionSpec) -> Option<Arc<dyn Sandbox>> {
@@ -188,7 +181,7 @@ impl Pool {
         // ({heap_mb}, the JVM's MaxRAMPercentage), so another limit would mean a wrong heap.
         let fits = action.limits.concurrency == 1
             && action.limits.memory_bytes() == STEM_CELL_LIMIT
-            && !action.annotation("icebox.network").and_then(|v| v.as_bool()).unwrap_or(false)
+            && !wants_network(action)
             && eager(self.mode_of(action)) == eager(self.cfg.reclaim_mode);
         if !fits {
             return None;

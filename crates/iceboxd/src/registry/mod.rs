@@ -10,10 +10,10 @@ mod schema;
 pub use activations::ActivationFilter;
 
 use anyhow::Context;
+use icebox_core::now_ms;
 use rusqlite::Connection;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// OpenWhisk's list paging: 30 entries by default, at most 200, and 0 meaning the maximum.
 pub const DEFAULT_LIST_LIMIT: usize = 30;
@@ -91,13 +91,6 @@ pub fn effective_limit(requested: usize) -> usize {
 /// SQLite integers are signed; timestamps and counts beyond i64 saturate instead of wrapping.
 fn to_sql_int<T: TryInto<i64>>(v: T) -> i64 {
     v.try_into().unwrap_or(i64::MAX)
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 fn decode<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, RegistryError> {
