@@ -476,7 +476,7 @@ fn delete(client: &Client, json_out: bool, name: &str) -> Result<()> {
 
 /// What the daemon answered to an invocation.
 #[derive(Debug, PartialEq)]
-pub enum Outcome {
+pub enum InvokeReply {
     /// 202: not waited for, or still running after the daemon's 60 s blocking wait.
     Accepted(String),
     /// The activation finished; `body` is its record, or its result with `--result`.
@@ -485,16 +485,16 @@ pub enum Outcome {
 
 /// Classifies an invocation answer. 502 and 500 carry the failed activation itself, except a
 /// 500 that is an error body from before any activation started.
-pub fn outcome(
+pub fn invoke_reply(
     status: u16,
     body: Value,
     result_only: bool,
-) -> std::result::Result<Outcome, String> {
+) -> std::result::Result<InvokeReply, String> {
     if status == 202 {
         let id = body["activationId"]
             .as_str()
             .ok_or("iceboxd answered 202 without an activationId")?;
-        return Ok(Outcome::Accepted(id.to_string()));
+        return Ok(InvokeReply::Accepted(id.to_string()));
     }
     let looks_like_error_body = body.get("code").is_some_and(Value::is_string)
         && body.get("error").is_some_and(Value::is_string)
@@ -513,7 +513,7 @@ pub fn outcome(
             .as_bool()
             .unwrap_or(status == 200)
     };
-    Ok(Outcome::Finished { success, body })
+    Ok(InvokeReply::Finished { success, body })
 }
 
 fn invoke(client: &Client, json_out: bool, args: InvokeArgs) -> Result<()> {
@@ -531,8 +531,8 @@ fn invoke(client: &Client, json_out: bool, args: InvokeArgs) -> Result<()> {
         .json(Value::Object(parameters))
         .explain(404, not_found(&args.name))
         .send_accepting(&[500, 502])?;
-    match outcome(reply.status, reply.body, args.result).map_err(CliError::failed)? {
-        Outcome::Accepted(id) => {
+    match invoke_reply(reply.status, reply.body, args.result).map_err(CliError::failed)? {
+        InvokeReply::Accepted(id) => {
             if json_out {
                 emit_json(&json!({"activationId": id}));
             } else if args.no_wait {
@@ -546,7 +546,7 @@ fn invoke(client: &Client, json_out: bool, args: InvokeArgs) -> Result<()> {
             }
             Ok(())
         }
-        Outcome::Finished { success, body } => {
+        InvokeReply::Finished { success, body } => {
             if json_out || args.result {
                 emit_json(&body);
                 if !json_out && !success {
@@ -790,32 +790,32 @@ mod tests {
     #[test]
     fn invocation_outcomes() {
         assert_eq!(
-            outcome(202, json!({"activationId": "ab"}), false).unwrap(),
-            Outcome::Accepted("ab".into())
+            invoke_reply(202, json!({"activationId": "ab"}), false).unwrap(),
+            InvokeReply::Accepted("ab".into())
         );
         assert_eq!(
-            outcome(200, record(true), false).unwrap(),
-            Outcome::Finished {
+            invoke_reply(200, record(true), false).unwrap(),
+            InvokeReply::Finished {
                 success: true,
                 body: record(true)
             }
         );
         assert!(matches!(
-            outcome(502, record(false), false).unwrap(),
-            Outcome::Finished { success: false, .. }
+            invoke_reply(502, record(false), false).unwrap(),
+            InvokeReply::Finished { success: false, .. }
         ));
         // With --result the status code is all there is to tell failure from success.
         assert!(matches!(
-            outcome(502, json!({"error": "boom"}), true).unwrap(),
-            Outcome::Finished { success: false, .. }
+            invoke_reply(502, json!({"error": "boom"}), true).unwrap(),
+            InvokeReply::Finished { success: false, .. }
         ));
         assert!(matches!(
-            outcome(200, json!({"error": "fine"}), true).unwrap(),
-            Outcome::Finished { success: true, .. }
+            invoke_reply(200, json!({"error": "fine"}), true).unwrap(),
+            InvokeReply::Finished { success: true, .. }
         ));
-        let err = outcome(500, json!({"error": "db down", "code": "tx1"}), false).unwrap_err();
+        let err = invoke_reply(500, json!({"error": "db down", "code": "tx1"}), false).unwrap_err();
         assert_eq!(err, "iceboxd failed (500): db down (transaction tx1)");
-        assert!(outcome(202, json!({}), false).is_err());
+        assert!(invoke_reply(202, json!({}), false).is_err());
     }
 
     #[test]

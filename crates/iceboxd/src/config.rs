@@ -7,7 +7,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Parser)]
-#[command(name = "iceboxd", version, about = "icebox node daemon: keeps many function instances warm in little memory")]
+#[command(
+    name = "iceboxd",
+    version,
+    about = "icebox node daemon: keeps many function instances warm in little memory"
+)]
 pub struct Config {
     /// Address to serve the API on: HOST:PORT, or unix:PATH for a UNIX socket.
     #[arg(long, env = "ICEBOX_LISTEN", default_value = "127.0.0.1:8740")]
@@ -131,7 +135,9 @@ fn parse_prewarm_flag(s: &str) -> Result<PrewarmSpec, String> {
                 .trim()
                 .rsplit_once('=')
                 .ok_or_else(|| format!("'{item}' is not KIND=COUNT (e.g. python:3=1)"))?;
-            let n = n.parse::<usize>().map_err(|e| format!("'{item}': bad count: {e}"))?;
+            let n = n
+                .parse::<usize>()
+                .map_err(|e| format!("'{item}': bad count: {e}"))?;
             Ok((kind.trim().to_string(), n))
         })
         .collect()
@@ -177,7 +183,10 @@ mod tests {
 
     #[test]
     fn prewarm_specs() {
-        assert_eq!(parse_prewarm_flag("python:3=1,nodejs:20=2").unwrap(), vec![("python:3".into(), 1), ("nodejs:20".into(), 2)]);
+        assert_eq!(
+            parse_prewarm_flag("python:3=1,nodejs:20=2").unwrap(),
+            vec![("python:3".into(), 1), ("nodejs:20".into(), 2)]
+        );
         assert!(parse_prewarm_flag("none").unwrap().is_empty());
         assert!(parse_prewarm_flag("python:3").is_err());
         assert!(parse_prewarm_flag("python:3=x").is_err());
@@ -187,7 +196,10 @@ mod tests {
     fn library_pageout_is_a_flag_value() {
         let c = Config::parse_from(["iceboxd", "--library-pageout", "evict"]);
         assert_eq!(c.library_pageout, icebox_policy::LibraryPageout::Evict);
-        assert_eq!(Config::parse_from(["iceboxd"]).library_pageout, icebox_policy::LibraryPageout::KeepCached);
+        assert_eq!(
+            Config::parse_from(["iceboxd"]).library_pageout,
+            icebox_policy::LibraryPageout::KeepCached
+        );
         assert!(Config::try_parse_from(["iceboxd", "--library-pageout", "sometimes"]).is_err());
     }
 

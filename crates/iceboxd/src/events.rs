@@ -26,10 +26,23 @@ impl Default for EventBus {
 impl EventBus {
     pub fn new() -> Self {
         let (live, _) = broadcast::channel(4096);
-        EventBus { inner: Mutex::new(Ring { next_seq: 1, events: VecDeque::new() }), live }
+        EventBus {
+            inner: Mutex::new(Ring {
+                next_seq: 1,
+                events: VecDeque::new(),
+            }),
+            live,
+        }
     }
 
-    pub fn emit(&self, instance: &str, action: &str, kind: EventKind, memory: Option<MemoryStats>, detail: Option<String>) {
+    pub fn emit(
+        &self,
+        instance: &str,
+        action: &str,
+        kind: EventKind,
+        memory: Option<MemoryStats>,
+        detail: Option<String>,
+    ) {
         let mut ring = self.inner.lock().unwrap();
         let event = LifecycleEvent {
             seq: ring.next_seq,
@@ -50,10 +63,18 @@ impl EventBus {
     }
 
     /// Retained events after `since`, and a receiver for everything emitted afterwards.
-    pub fn subscribe(&self, since: u64) -> (Vec<LifecycleEvent>, broadcast::Receiver<LifecycleEvent>) {
+    pub fn subscribe(
+        &self,
+        since: u64,
+    ) -> (Vec<LifecycleEvent>, broadcast::Receiver<LifecycleEvent>) {
         let ring = self.inner.lock().unwrap();
         let rx = self.live.subscribe();
-        let past = ring.events.iter().filter(|e| e.seq > since).cloned().collect();
+        let past = ring
+            .events
+            .iter()
+            .filter(|e| e.seq > since)
+            .cloned()
+            .collect();
         (past, rx)
     }
 }

@@ -13,8 +13,8 @@
 use crate::api::ApiError;
 use crate::metrics::{InvocationLabels, StartLabel};
 use crate::pool::{AcquireError, AdmitError, EvictReason, Health, Lease, StartError, Ticket};
-use axum::http::StatusCode;
 use crate::state::AppState;
+use axum::http::StatusCode;
 use icebox_core::{ActionSpec, ActivationRecord, ActivationResponse, ActivationStatus, KeyValue};
 use icebox_sandbox::{ExitCause, RuntimeError, RuntimeReply};
 use serde_json::{json, Map, Value};
@@ -37,7 +37,7 @@ pub struct Invocation {
 }
 
 /// What the activation produced before it is wrapped in a record.
-struct Outcome_ {
+struct RunReport {
     status: ActivationStatus,
     result: Value,
     timed_out: bool,
@@ -73,10 +73,18 @@ impl From<InvokeError> for ApiError {
             InvokeError::QueueFull => ApiError::too_many(1),
             InvokeError::QueueTimeout(_) => ApiError {
                 retry_after: Some(1),
-                ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("The invocation could not start: {e}."))
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("The invocation could not start: {e}."),
+                )
             },
-            InvokeError::ShuttingDown => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "The node is shutting down."),
-            InvokeError::Start(e) => ApiError::internal(format!("The action could not be started: {e}.")),
+            InvokeError::ShuttingDown => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The node is shutting down.",
+            ),
+            InvokeError::Start(e) => {
+                ApiError::internal(format!("The action could not be started: {e}."))
+            }
         }
     }
 }
@@ -90,7 +98,11 @@ pub fn admit(state: &AppState, action: &Arc<ActionSpec>) -> Result<Ticket, Invok
     Ok(state.pool.admit(action)?)
 }
 
-pub async fn invoke(state: &AppState, inv: Invocation, ticket: Ticket) -> Result<ActivationRecord, InvokeError> {
+pub async fn invoke(
+    state: &AppState,
+    inv: Invocation,
+    ticket: Ticket,
+) -> Result<ActivationRecord, InvokeError> {
     let action = inv.action.clone();
     let wait_limit = MIN_QUEUE_WAIT.max(Duration::from_millis(action.limits.timeout));
     let acquired = ticket.lease(wait_limit).await;
@@ -103,7 +115,12 @@ pub async fn invoke(state: &AppState, inv: Invocation, ticket: Ticket) -> Result
             (outcome, Some(info))
         }
         Err(AcquireError::Init { error, init_ms }) => (
-            Outcome_ { status: ActivationStatus::DeveloperError, result: json!({"error": error.to_string()}), timed_out: false, logs: vec![] },
+            RunReport {
+                status: ActivationStatus::DeveloperError,
+                result: json!({"error": error.to_string()}),
+                timed_out: false,
+                logs: vec![],
+            },
             Some((true, Some(init_ms), String::new())),
         ),
         Err(e) => {
@@ -113,8 +130,12 @@ pub async fn invoke(state: &AppState, inv: Invocation, ticket: Ticket) -> Result
                 AcquireError::Start(e) => InvokeError::Start(e),
                 AcquireError::Init { .. } => unreachable!("matched above"),
             };
-            let outcome =
-                Outcome_ { status: ActivationStatus::InternalError, result: json!({"error": error.to_string()}), timed_out: false, logs: vec![] };
+            let outcome = RunReport {
+                status: ActivationStatus::InternalError,
+                result: json!({"error": error.to_string()}),
+                timed_out: false,
+                logs: vec![],
+            };
             finish(state, &inv, started, outcome, None);
             return Err(error);
         }
@@ -123,7 +144,13 @@ pub async fn invoke(state: &AppState, inv: Invocation, ticket: Ticket) -> Result
 }
 
 /// The record of an activation that started at `started`, stored and counted.
-fn finish(state: &AppState, inv: &Invocation, started: Instant, outcome: Outcome_, lease_info: Option<(bool, Option<u64>, String)>) -> ActivationRecord {
+fn finish(
+    state: &AppState,
+    inv: &Invocation,
+    started: Instant,
+    outcome: RunReport,
+    lease_info: Option<(bool, Option<u64>, String)>,
+) -> ActivationRecord {
     let action = &inv.action;
     let start_ms = inv.arrived_ms + started.duration_since(inv.arrived).as_millis() as u64;
     let wait_ms = started.duration_since(inv.arrived).as_millis() as u64;
@@ -134,7 +161,10 @@ fn finish(state: &AppState, inv: &Invocation, started: Instant, outcome: Outcome
     let mut annotations = vec![
         kv("path", json!(action.fqn())),
         kv("kind", json!(action.exec.kind)),
-        kv("limits", serde_json::to_value(action.limits).unwrap_or(Value::Null)),
+        kv(
+            "limits",
+            serde_json::to_value(action.limits).unwrap_or(Value::Null),
+        ),
         kv("waitTime", json!(wait_ms)),
         kv("timeout", json!(outcome.timed_out)),
         kv("icebox.start", json!(start_kind)),
@@ -164,20 +194,24 @@ fn finish(state: &AppState, inv: &Invocation, started: Instant, outcome: Outcome
     state
         .metrics
         .invocations
-        .get_or_create(&InvocationLabels { start: start_kind.into(), status: outcome.status.metric_label().into() })
+        .get_or_create(&InvocationLabels {
+            start: start_kind.into(),
+            status: outcome.status.metric_label().into(),
+        })
         .inc();
     state
         .metrics
         .invocation_seconds
-        .get_or_create(&StartLabel { start: start_kind.into() })
+        .get_or_create(&StartLabel {
+            start: start_kind.into(),
+        })
         .observe(inv.arrived.elapsed().as_secs_f64());
 
     state.recorder.record(record.clone());
     record
 }
 
-
-async fn run(inv: &Invocation, lease: Lease) -> Outcome_ {
+async fn run(inv: &Invocation, lease: Lease) -> RunReport {
     let action = &inv.action;
     let sandbox = lease.instance.sandbox.clone();
     let deadline_ms = crate::now_ms() + action.limits.timeout;
@@ -225,19 +259,36 @@ async fn run(inv: &Invocation, lease: Lease) -> Outcome_ {
         Ran::Died | Ran::Reply(Err(_)) => {
             // A broken connection usually means the runtime is dying: give the exit a moment to be seen.
             let _ = tokio::time::timeout(Duration::from_millis(500), sandbox.exited()).await;
-            (ActivationStatus::DeveloperError, json!({"error": died_message(sandbox.exit_cause(), action)}), false, Health::Broken(EvictReason::Error))
+            (
+                ActivationStatus::DeveloperError,
+                json!({"error": died_message(sandbox.exit_cause(), action)}),
+                false,
+                Health::Broken(EvictReason::Error),
+            )
         }
     };
-    let wait = if health == Health::Reusable { LOG_DRAIN } else { Duration::from_millis(50) };
+    let wait = if health == Health::Reusable {
+        LOG_DRAIN
+    } else {
+        Duration::from_millis(50)
+    };
     let mut logs = sandbox.logs().take_after(marks, wait).await;
     truncate_logs(&mut logs, action.limits.logs * 1024 * 1024);
     lease.release(health).await;
-    Outcome_ { status, result, timed_out, logs }
+    RunReport {
+        status,
+        result,
+        timed_out,
+        logs,
+    }
 }
 
 /// The proxies' answer (502 `{error}`) when the action's result is not a JSON object
 /// (docs/runtime-protocol.md): Python and Java, then Node.js.
-const NOT_AN_OBJECT: [&str; 2] = ["The action did not return a dictionary.", "The action did not return an object."];
+const NOT_AN_OBJECT: [&str; 2] = [
+    "The action did not return a dictionary.",
+    "The action did not return an object.",
+];
 
 /// OpenWhisk's rules: 200 with a JSON object is success; an `{error}` object from the proxy is
 /// an application error, unless it is the proxy saying the result was not an object; anything
@@ -245,11 +296,20 @@ const NOT_AN_OBJECT: [&str; 2] = ["The action did not return a dictionary.", "Th
 fn classify_reply(reply: &RuntimeReply) -> (ActivationStatus, Value) {
     match (reply.status, reply.json()) {
         (200, Some(v @ Value::Object(_))) => (ActivationStatus::Success, v),
-        (_, Some(Value::Object(o))) if o.get("error").and_then(Value::as_str).is_some_and(|e| NOT_AN_OBJECT.contains(&e)) => {
+        (_, Some(Value::Object(o)))
+            if o.get("error")
+                .and_then(Value::as_str)
+                .is_some_and(|e| NOT_AN_OBJECT.contains(&e)) =>
+        {
             (ActivationStatus::DeveloperError, Value::Object(o))
         }
-        (_, Some(Value::Object(o))) if o.contains_key("error") => (ActivationStatus::ApplicationError, Value::Object(o)),
-        (200, _) => (ActivationStatus::DeveloperError, json!({"error": "The action did not return a dictionary."})),
+        (_, Some(Value::Object(o))) if o.contains_key("error") => {
+            (ActivationStatus::ApplicationError, Value::Object(o))
+        }
+        (200, _) => (
+            ActivationStatus::DeveloperError,
+            json!({"error": "The action did not return a dictionary."}),
+        ),
         (code, _) => (
             ActivationStatus::DeveloperError,
             json!({"error": format!("The action did not produce a valid response (runtime status {code}).")}),
@@ -280,7 +340,10 @@ fn truncate_logs(logs: &mut Vec<String>, max_bytes: u64) {
 }
 
 fn kv(key: &str, value: Value) -> KeyValue {
-    KeyValue { key: key.to_string(), value }
+    KeyValue {
+        key: key.to_string(),
+        value,
+    }
 }
 
 #[cfg(test)]
@@ -289,20 +352,38 @@ mod tests {
     use bytes::Bytes;
 
     fn reply(status: u16, body: &str) -> RuntimeReply {
-        RuntimeReply { status, body: Bytes::from(body.to_string()) }
+        RuntimeReply {
+            status,
+            body: Bytes::from(body.to_string()),
+        }
     }
 
     #[test]
     fn replies_map_to_openwhisk_outcomes() {
-        assert_eq!(classify_reply(&reply(200, r#"{"a":1}"#)).0, ActivationStatus::Success);
+        assert_eq!(
+            classify_reply(&reply(200, r#"{"a":1}"#)).0,
+            ActivationStatus::Success
+        );
         let (s, r) = classify_reply(&reply(502, r#"{"error":"boom"}"#));
-        assert_eq!((s, r["error"].as_str()), (ActivationStatus::ApplicationError, Some("boom")));
-        assert_eq!(classify_reply(&reply(200, "[1,2]")).0, ActivationStatus::DeveloperError);
+        assert_eq!(
+            (s, r["error"].as_str()),
+            (ActivationStatus::ApplicationError, Some("boom"))
+        );
+        assert_eq!(
+            classify_reply(&reply(200, "[1,2]")).0,
+            ActivationStatus::DeveloperError
+        );
         for proxy_says in NOT_AN_OBJECT {
             let (s, r) = classify_reply(&reply(502, &json!({ "error": proxy_says }).to_string()));
-            assert_eq!((s, r["error"].as_str()), (ActivationStatus::DeveloperError, Some(proxy_says)));
+            assert_eq!(
+                (s, r["error"].as_str()),
+                (ActivationStatus::DeveloperError, Some(proxy_says))
+            );
         }
-        assert_eq!(classify_reply(&reply(500, "not json")).0, ActivationStatus::DeveloperError);
+        assert_eq!(
+            classify_reply(&reply(500, "not json")).0,
+            ActivationStatus::DeveloperError
+        );
     }
 
     #[test]
@@ -316,12 +397,29 @@ mod tests {
     #[test]
     fn invoke_errors_map_to_one_answer_each() {
         let status = |e: InvokeError| ApiError::from(e).status;
-        assert_eq!(status(InvokeError::QueueFull), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            status(InvokeError::QueueFull),
+            StatusCode::TOO_MANY_REQUESTS
+        );
         assert_eq!(ApiError::from(InvokeError::QueueFull).retry_after, Some(1));
-        assert_eq!(status(InvokeError::QueueTimeout(Duration::from_secs(60))), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(status(InvokeError::ShuttingDown), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(status(InvokeError::Start(StartError::NotInstalled("cobol:1".into()))), StatusCode::INTERNAL_SERVER_ERROR);
-        assert_eq!(InvokeError::from(AdmitError::QueueFull).to_string(), "too many invocations are waiting for capacity");
+        assert_eq!(
+            status(InvokeError::QueueTimeout(Duration::from_secs(60))),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            status(InvokeError::ShuttingDown),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            status(InvokeError::Start(StartError::NotInstalled(
+                "cobol:1".into()
+            ))),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+        assert_eq!(
+            InvokeError::from(AdmitError::QueueFull).to_string(),
+            "too many invocations are waiting for capacity"
+        );
     }
 
     #[test]

@@ -1,16 +1,17 @@
 //! iceboxd: the icebox node daemon. The binary (main.rs) wires these modules together; the
-//! library form lets integration tests and benches reach the pieces.
+//! library form lets integration tests reach what they need (`server::state_tag`); the rest
+//! is crate-private so unused items surface as warnings.
 
-pub mod api;
-pub mod auth;
+pub(crate) mod api;
+pub(crate) mod auth;
 pub mod config;
-pub mod events;
-pub mod invoker;
-pub mod metrics;
-pub mod pool;
-pub mod recorder;
-pub mod registry;
+pub(crate) mod events;
+pub(crate) mod invoker;
+pub(crate) mod metrics;
+pub(crate) mod pool;
+pub(crate) mod recorder;
+pub(crate) mod registry;
 pub mod server;
-pub mod state;
+pub(crate) mod state;
 
-pub use icebox_core::now_ms;
+pub(crate) use icebox_core::now_ms;

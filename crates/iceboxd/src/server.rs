@@ -5,7 +5,7 @@ use crate::events::EventBus;
 use crate::metrics::Metrics;
 use crate::pool::{Pool, PoolConfig};
 use crate::registry::Registry;
-use crate::state::{AppState, State};
+use crate::state::{AppState, Node};
 use anyhow::Context;
 use icebox_policy::{KeepAliveConfig, KeepAlivePolicy, MonotonicClock};
 use icebox_sandbox::process::ProcessBackend;
@@ -92,7 +92,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         .map(|a| ((a.namespace.clone(), a.name.clone()), Arc::new(a)))
         .collect();
     tracing::info!("{} action(s) in the registry", actions.len());
-    let state: AppState = Arc::new(State {
+    let state: AppState = Arc::new(Node {
         registry: registry.clone(),
         recorder: crate::recorder::Recorder::start(registry.clone()),
         key,

@@ -10,9 +10,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-pub type AppState = Arc<State>;
+pub type AppState = Arc<Node>;
 
-pub struct State {
+/// The node: what every request handler shares. (Not `State`, which is axum's extractor.)
+pub struct Node {
     pub registry: Arc<Registry>,
     pub recorder: crate::recorder::Recorder,
     pub key: ApiKey,
@@ -25,18 +26,28 @@ pub struct State {
     pub max_payload: usize,
 }
 
-impl State {
+impl Node {
     pub fn action(&self, namespace: &str, name: &str) -> Option<Arc<ActionSpec>> {
-        self.actions.read().unwrap().get(&(namespace.to_string(), name.to_string())).cloned()
+        self.actions
+            .read()
+            .unwrap()
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
     }
 
     pub fn cache_action(&self, spec: ActionSpec) -> Arc<ActionSpec> {
         let spec = Arc::new(spec);
-        self.actions.write().unwrap().insert((spec.namespace.clone(), spec.name.clone()), spec.clone());
+        self.actions
+            .write()
+            .unwrap()
+            .insert((spec.namespace.clone(), spec.name.clone()), spec.clone());
         spec
     }
 
     pub fn forget_action(&self, namespace: &str, name: &str) {
-        self.actions.write().unwrap().remove(&(namespace.to_string(), name.to_string()));
+        self.actions
+            .write()
+            .unwrap()
+            .remove(&(namespace.to_string(), name.to_string()));
     }
 }

@@ -3,8 +3,20 @@
 
 pub fn flag(value: Option<&str>, default: bool) -> bool {
     match value.map(str::trim) {
-        Some(v) if ["true", "1", "yes"].iter().any(|t| v.eq_ignore_ascii_case(t)) => true,
-        Some(v) if ["false", "0", "no"].iter().any(|f| v.eq_ignore_ascii_case(f)) => false,
+        Some(v)
+            if ["true", "1", "yes"]
+                .iter()
+                .any(|t| v.eq_ignore_ascii_case(t)) =>
+        {
+            true
+        }
+        Some(v)
+            if ["false", "0", "no"]
+                .iter()
+                .any(|f| v.eq_ignore_ascii_case(f)) =>
+        {
+            false
+        }
         _ => default,
     }
 }

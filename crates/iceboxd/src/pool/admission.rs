@@ -22,11 +22,19 @@ pub(super) struct Queue {
 
 impl Queue {
     pub fn new(size: usize) -> Self {
-        Queue { size, waiting: AtomicUsize::new(0), capacity: Notify::new() }
+        Queue {
+            size,
+            waiting: AtomicUsize::new(0),
+            capacity: Notify::new(),
+        }
     }
 
     fn enter(&self) -> bool {
-        self.waiting.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| (w < self.size).then_some(w + 1)).is_ok()
+        self.waiting
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+                (w < self.size).then_some(w + 1)
+            })
+            .is_ok()
     }
 
     fn leave(&self) {
@@ -55,7 +63,10 @@ enum Place {
     /// A warm instance, already counted as running this invocation.
     Warm(Arc<Instance>),
     /// A place for a new instance; evict these first.
-    Cold { reservation: StartReservation, evict: Vec<String> },
+    Cold {
+        reservation: StartReservation,
+        evict: Vec<String>,
+    },
     /// Holds one place of the queue.
     Queued,
 }
@@ -86,7 +97,10 @@ impl Pool {
     /// Decide now: a warm instance, a reserved place for a new one, a place in the queue, or
     /// a refusal.
     pub fn admit(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Result<Ticket, AdmitError> {
-        let place = match self.claim(action).map_err(|ShuttingDown| AdmitError::ShuttingDown)? {
+        let place = match self
+            .claim(action)
+            .map_err(|ShuttingDown| AdmitError::ShuttingDown)?
+        {
             Some(place) => place,
             None => {
                 if !self.queue.enter() {
@@ -97,14 +111,24 @@ impl Pool {
                 Place::Queued
             }
         };
-        Ok(Ticket { pool: self.clone(), action: action.clone(), place: Some(place) })
+        Ok(Ticket {
+            pool: self.clone(),
+            action: action.clone(),
+            place: Some(place),
+        })
     }
 
     fn claim(self: &Arc<Self>, action: &ActionSpec) -> Result<Option<Place>, ShuttingDown> {
         Ok(match self.slots.claim(action, &self.policy)? {
             Claim::Wait => None,
             Claim::Warm(instance) => Some(Place::Warm(instance)),
-            Claim::Cold { evict } => Some(Place::Cold { reservation: StartReservation { pool: self.clone(), fulfilled: false }, evict }),
+            Claim::Cold { evict } => Some(Place::Cold {
+                reservation: StartReservation {
+                    pool: self.clone(),
+                    fulfilled: false,
+                },
+                evict,
+            }),
         })
     }
 
@@ -122,10 +146,16 @@ impl Ticket {
         while let Some(Place::Queued) = self.place {
             let notified = pool.queue.notified();
             // Dropping the ticket on an error leaves the queue.
-            if let Some(place) = pool.claim(&self.action).map_err(|ShuttingDown| AcquireError::ShuttingDown)? {
+            if let Some(place) = pool
+                .claim(&self.action)
+                .map_err(|ShuttingDown| AcquireError::ShuttingDown)?
+            {
                 self.place = Some(place);
                 pool.leave_queue();
-            } else if tokio::time::timeout_at(deadline.into(), notified).await.is_err() {
+            } else if tokio::time::timeout_at(deadline.into(), notified)
+                .await
+                .is_err()
+            {
                 return Err(AcquireError::QueueTimeout(wait_limit));
             }
         }
@@ -137,21 +167,33 @@ impl Ticket {
                 match instance.ensure_thawed().await {
                     Ok(Some(took)) => {
                         pool.metrics.thaw_seconds.observe(took.as_secs_f64());
-                        pool.events.emit(&instance.id, &instance.fqn, EventKind::Thawed, None, Some(format!("{} us", took.as_micros())));
+                        pool.events.emit(
+                            &instance.id,
+                            &instance.fqn,
+                            EventKind::Thawed,
+                            None,
+                            Some(format!("{} us", took.as_micros())),
+                        );
                     }
                     Ok(None) => {}
                     Err(source) => {
                         tracing::error!(instance = %instance.id, "thaw failed: {source}");
                         lease.discard(EvictReason::Error).await;
-                        return Err(StartError::Thaw { id: instance.id.clone(), source }.into());
+                        return Err(StartError::Thaw {
+                            id: instance.id.clone(),
+                            source,
+                        }
+                        .into());
                     }
                 }
-                pool.events.emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
+                pool.events
+                    .emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
                 Ok(lease)
             }
             Place::Cold { reservation, evict } => {
                 for id in evict {
-                    pool.evict(&id, EvictReason::Policy(EvictionReason::InstanceLimit)).await;
+                    pool.evict(&id, EvictReason::Policy(EvictionReason::InstanceLimit))
+                        .await;
                 }
                 pool.cold_start(&self.action, reservation).await
             }
@@ -165,9 +207,15 @@ impl Drop for Ticket {
             None => {}
             Some(Place::Queued) => self.pool.leave_queue(),
             // The reservation gives its place back as it drops.
-            Some(Place::Cold { reservation: _, evict }) => {
+            Some(Place::Cold {
+                reservation: _,
+                evict,
+            }) => {
                 for id in evict {
-                    self.pool.evict_in_background(&id, EvictReason::Policy(EvictionReason::InstanceLimit));
+                    self.pool.evict_in_background(
+                        &id,
+                        EvictReason::Policy(EvictionReason::InstanceLimit),
+                    );
                 }
             }
             Some(Place::Warm(instance)) => self.pool.unclaim(&instance),

@@ -1,9 +1,9 @@
 //! Cold start: sandbox, runtime ready (FaaSMem's first barrier), /init (the second barrier),
 //! then the instance joins the pool already leased to the activation that started it.
 
-use super::instance::{Instance, Measured, Slot};
 use super::admission::StartReservation;
 use super::env::wants_network;
+use super::instance::{Instance, Measured, Slot};
 use super::{AcquireError, EvictReason, InitError, Lease, Pool, StartError};
 use crate::metrics::KindLabel;
 use icebox_core::{ActionSpec, EventKind, InstanceState};
@@ -13,7 +13,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 impl Pool {
-    pub(super) async fn cold_start(self: &Arc<Self>, action: &Arc<ActionSpec>, reservation: StartReservation) -> Result<Lease, AcquireError> {
+    pub(super) async fn cold_start(
+        self: &Arc<Self>,
+        action: &Arc<ActionSpec>,
+        reservation: StartReservation,
+    ) -> Result<Lease, AcquireError> {
         // A failed start drops the reservation, which frees its place.
         let (instance, init_ms) = self.start_instance(action).await?;
         let slot = Slot {
@@ -30,15 +34,25 @@ impl Pool {
         if self.slots.add_started(slot).is_err() {
             // The pool shut down meanwhile; its place is held until the sandbox is gone.
             instance.sandbox.destroy().await;
-            self.events.emit(&instance.id, &instance.fqn, EventKind::Evicted, None, Some(EvictReason::Shutdown.as_str().into()));
+            self.events.emit(
+                &instance.id,
+                &instance.fqn,
+                EventKind::Evicted,
+                None,
+                Some(EvictReason::Shutdown.as_str().into()),
+            );
             return Err(AcquireError::ShuttingDown);
         }
         reservation.fulfilled();
-        self.events.emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
+        self.events
+            .emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
         Ok(Lease::new(self, instance, true, Some(init_ms)))
     }
 
-    async fn start_instance(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Result<(Arc<Instance>, u64), AcquireError> {
+    async fn start_instance(
+        self: &Arc<Self>,
+        action: &Arc<ActionSpec>,
+    ) -> Result<(Arc<Instance>, u64), AcquireError> {
         let t0 = Instant::now();
         let fqn = action.fqn();
         let runtime = self
@@ -47,7 +61,10 @@ impl Pool {
             .ok_or_else(|| StartError::NotInstalled(action.exec.kind.clone()))?
             .clone();
         let stem_cell = self.take_stem_cell(action).await;
-        let id = stem_cell.as_ref().map(|s| s.id().to_string()).unwrap_or_else(|| new_instance_id(&action.name));
+        let id = stem_cell
+            .as_ref()
+            .map(|s| s.id().to_string())
+            .unwrap_or_else(|| new_instance_id(&action.name));
         let mode = self.mode_of(action);
         let spec = InstanceSpec {
             id: id.clone(),
@@ -66,8 +83,17 @@ impl Pool {
             None => {
                 self.events.emit(&id, &fqn, EventKind::Created, None, None);
                 self.backend.start(spec).await.map_err(|source| {
-                    self.events.emit(&id, &fqn, EventKind::Evicted, None, Some(format!("start failed: {source}")));
-                    StartError::Sandbox { kind: action.exec.kind.clone(), source }
+                    self.events.emit(
+                        &id,
+                        &fqn,
+                        EventKind::Evicted,
+                        None,
+                        Some(format!("start failed: {source}")),
+                    );
+                    StartError::Sandbox {
+                        kind: action.exec.kind.clone(),
+                        source,
+                    }
                 })?
             }
         };
@@ -82,29 +108,55 @@ impl Pool {
             frozen: tokio::sync::Mutex::new(false),
             measured: Mutex::new(Measured::default()),
         });
-        let ready_memory = instance.measure(self.clock.now_ms());
+        let ready_memory = instance.measure();
         let origin = prewarmed.then(|| "prewarmed".to_string());
-        self.events.emit(&id, &fqn, EventKind::RuntimeReady, Some(ready_memory), origin);
+        self.events.emit(
+            &id,
+            &fqn,
+            EventKind::RuntimeReady,
+            Some(ready_memory),
+            origin,
+        );
 
         let t_init = Instant::now();
         let init = self.init(&instance).await;
         let init_ms = t_init.elapsed().as_millis() as u64;
         match init {
             Ok(()) => {
-                let memory = instance.measure(self.clock.now_ms());
-                self.events.emit(&id, &fqn, EventKind::InitDone, Some(memory), Some(format!("{init_ms} ms")));
+                let memory = instance.measure();
+                self.events.emit(
+                    &id,
+                    &fqn,
+                    EventKind::InitDone,
+                    Some(memory),
+                    Some(format!("{init_ms} ms")),
+                );
                 self.metrics
                     .cold_start_seconds
-                    .get_or_create(&KindLabel { kind: action.exec.kind.clone() })
+                    .get_or_create(&KindLabel {
+                        kind: action.exec.kind.clone(),
+                    })
                     .observe(t0.elapsed().as_secs_f64());
                 unjoined.disarm();
                 Ok((instance, init_ms))
             }
             Err(error) => {
-                self.events.emit(&id, &fqn, EventKind::InitFailed, None, Some(error.to_string()));
+                self.events.emit(
+                    &id,
+                    &fqn,
+                    EventKind::InitFailed,
+                    None,
+                    Some(error.to_string()),
+                );
                 unjoined.disarm();
                 instance.sandbox.destroy().await;
-                self.events.emit(&id, &fqn, EventKind::Evicted, None, Some("init failed".into()));
+                self.events.emit(
+                    &id,
+                    &fqn,
+                    EventKind::Evicted,
+                    None,
+                    Some("init failed".into()),
+                );
                 Err(AcquireError::Init { error, init_ms })
             }
         }
@@ -138,7 +190,11 @@ impl Pool {
                 let msg = r
                     .json()
                     .and_then(|v| v.get("error").cloned())
-                    .map(|e| e.as_str().map(str::to_string).unwrap_or_else(|| e.to_string()))
+                    .map(|e| {
+                        e.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| e.to_string())
+                    })
                     .unwrap_or_else(|| String::from_utf8_lossy(&r.body).into_owned());
                 Err(InitError::Refused(msg))
             }
@@ -171,7 +227,11 @@ fn new_instance_id(action_name: &str) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .take(20)
         .collect();
-    format!("{}-{:08x}", if base.is_empty() { "action" } else { &base }, rand::random::<u32>())
+    format!(
+        "{}-{:08x}",
+        if base.is_empty() { "action" } else { &base },
+        rand::random::<u32>()
+    )
 }
 
 #[cfg(test)]
@@ -179,7 +239,9 @@ mod tests {
     #[test]
     fn instance_ids_are_safe_path_components() {
         let id = super::new_instance_id("../weird name/with/slashes-and-a-very-long-tail");
-        assert!(id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        assert!(id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
         assert!(id.len() <= 29);
         assert!(super::new_instance_id("").starts_with("action-"));
     }

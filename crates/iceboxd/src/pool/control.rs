@@ -27,15 +27,22 @@ pub enum ControlError {
 
 impl Pool {
     /// GET `path` on the instance's runtime and return its JSON.
-    pub async fn runtime_get(&self, id: &str, path: &str) -> Result<serde_json::Value, ControlError> {
-        let instance = self.instance(id).ok_or_else(|| ControlError::NotFound(id.to_string()))?;
+    pub async fn runtime_get(
+        &self,
+        id: &str,
+        path: &str,
+    ) -> Result<serde_json::Value, ControlError> {
+        let instance = self
+            .instance(id)
+            .ok_or_else(|| ControlError::NotFound(id.to_string()))?;
         let mut frozen = instance.frozen.lock().await;
         let was_frozen = *frozen;
         if was_frozen {
             instance.sandbox.thaw()?;
             *frozen = false;
         }
-        let reply = tokio::time::timeout(CONTROL_TIMEOUT, instance.sandbox.client().get(path)).await;
+        let reply =
+            tokio::time::timeout(CONTROL_TIMEOUT, instance.sandbox.client().get(path)).await;
         if was_frozen {
             instance.sandbox.freeze()?;
             *frozen = true;
@@ -43,7 +50,10 @@ impl Pool {
         let reply = reply.map_err(|_| ControlError::Timeout(CONTROL_TIMEOUT))??;
         match reply.json() {
             Some(v) if reply.status == 200 => Ok(v),
-            _ => Err(ControlError::Status { status: reply.status, body: String::from_utf8_lossy(&reply.body).into_owned() }),
+            _ => Err(ControlError::Status {
+                status: reply.status,
+                body: String::from_utf8_lossy(&reply.body).into_owned(),
+            }),
         }
     }
 }

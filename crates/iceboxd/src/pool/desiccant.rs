@@ -4,7 +4,10 @@
 use super::instance::Slot;
 use super::Pool;
 use icebox_core::{ActionSpec, ChargeMode, InstanceState, MemoryStats};
-use icebox_policy::{plan, reclaim_slots, Candidate, DesiccantConfig, Estimate, Millis, Profile, ProfileStore, ReclaimMode, ReclaimThreshold};
+use icebox_policy::{
+    plan, reclaim_slots, Candidate, DesiccantConfig, Estimate, Millis, Profile, ProfileStore,
+    ReclaimMode, ReclaimThreshold,
+};
 use std::sync::{Arc, Mutex};
 
 /// Reclaim profiles, the reclaim threshold and the reclaims running, under their own lock
@@ -20,9 +23,25 @@ struct Books {
     in_progress: usize,
 }
 
+/// How loaded the node is, as the reclaim planner needs it.
+struct Load {
+    /// Charged memory of the keep-alive pool, and its budget.
+    charged: u64,
+    budget: u64,
+    /// Activations running now, and the node's cores.
+    running: usize,
+    cores: usize,
+}
+
 impl ReclaimBooks {
     pub fn new(cfg: &DesiccantConfig) -> Self {
-        ReclaimBooks { state: Mutex::new(Books { threshold: ReclaimThreshold::new(cfg), store: ProfileStore::new(), in_progress: 0 }) }
+        ReclaimBooks {
+            state: Mutex::new(Books {
+                threshold: ReclaimThreshold::new(cfg),
+                store: ProfileStore::new(),
+                in_progress: 0,
+            }),
+        }
     }
 
     /// An instance is gone; `budget_eviction_at`: the memory budget evicted it then.
@@ -43,10 +62,28 @@ impl ReclaimBooks {
     }
 
     /// Which candidates to reclaim now, and when the threshold next changes by itself.
-    fn plan(&self, cfg: &DesiccantConfig, cores: usize, running: usize, candidates: &[Candidate], charged: u64, budget: u64, now: Millis) -> (Vec<String>, Option<Millis>) {
+    fn plan(
+        &self,
+        cfg: &DesiccantConfig,
+        load: &Load,
+        candidates: &[Candidate],
+        now: Millis,
+    ) -> (Vec<String>, Option<Millis>) {
         let b = self.state.lock().unwrap();
-        let slots = reclaim_slots(cores, running, b.in_progress);
-        (plan(cfg, &b.threshold, &b.store, candidates, charged, budget, now, slots), b.threshold.next_change(now))
+        let slots = reclaim_slots(load.cores, load.running, b.in_progress);
+        (
+            plan(
+                cfg,
+                &b.threshold,
+                &b.store,
+                candidates,
+                load.charged,
+                load.budget,
+                now,
+                slots,
+            ),
+            b.threshold.next_change(now),
+        )
     }
 
     /// Returns whether the profile was usable.
@@ -84,13 +121,25 @@ impl Pool {
         let books = self.slots.snapshot();
         let candidates: Vec<Candidate> = books
             .iter()
-            .filter(|s| s.instance.mode == ReclaimMode::Desiccant && s.state == InstanceState::Frozen && !s.reclaiming && !s.stale)
+            .filter(|s| {
+                s.instance.mode == ReclaimMode::Desiccant
+                    && s.state == InstanceState::Frozen
+                    && !s.reclaiming
+                    && !s.stale
+            })
             .map(|s| self.candidate(s))
             .collect();
-        let charged = books.iter().filter(|s| s.state.is_kept_alive()).map(|s| self.slots.charge_of(s)).sum::<u64>();
-        let running = books.iter().map(|s| s.in_flight as usize).sum::<usize>();
-        let budget = self.policy.config().budget_bytes;
-        let (ids, threshold_change) = self.reclaim_books.plan(cfg, self.cfg.cores, running, &candidates, charged, budget, now);
+        let load = Load {
+            charged: books
+                .iter()
+                .filter(|s| s.state.is_kept_alive())
+                .map(|s| self.slots.charge_of(s))
+                .sum(),
+            budget: self.policy.config().budget_bytes,
+            running: books.iter().map(|s| s.in_flight as usize).sum(),
+            cores: self.cfg.cores,
+        };
+        let (ids, threshold_change) = self.reclaim_books.plan(cfg, &load, &candidates, now);
         for id in ids {
             if let Some(instance) = self.begin_reclaim(&id) {
                 let pool = self.clone();
@@ -129,7 +178,10 @@ impl Pool {
         if s.reclaimed_since_last_run {
             return Some(0);
         }
-        let estimate = self.reclaim_books.estimate(&s.instance.id, &s.instance.fqn).unwrap_or_else(|| Estimate::prior(&self.cfg.desiccant));
+        let estimate = self
+            .reclaim_books
+            .estimate(&s.instance.id, &s.instance.fqn)
+            .unwrap_or_else(|| Estimate::prior(&self.cfg.desiccant));
         Some(estimate.reclaimable_bytes(self.reclaim_measure(&s.instance.measured_memory())))
     }
 }

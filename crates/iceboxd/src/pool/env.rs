@@ -18,5 +18,8 @@ impl Pool {
 
 /// The action asked for the host network (`icebox.network: true`).
 pub(super) fn wants_network(action: &ActionSpec) -> bool {
-    action.annotation("icebox.network").and_then(|v| v.as_bool()).unwrap_or(false)
+    action
+        .annotation("icebox.network")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false)
 }

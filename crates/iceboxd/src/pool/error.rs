@@ -87,9 +87,21 @@ mod tests {
 
     #[test]
     fn init_messages_are_openwhisk_s() {
-        assert_eq!(InitError::Exited(String::new()).to_string(), "The action failed to initialize: the runtime exited.");
-        assert_eq!(InitError::Exited(" boom\n".into()).to_string(), "The action failed to initialize: the runtime exited. boom");
-        assert_eq!(InitError::from(RuntimeError::TooLarge).to_string(), "The runtime's /init response is too large.");
-        assert_eq!(InitError::Refused("x".into()).to_string(), "Initialization has failed due to: x");
+        assert_eq!(
+            InitError::Exited(String::new()).to_string(),
+            "The action failed to initialize: the runtime exited."
+        );
+        assert_eq!(
+            InitError::Exited(" boom\n".into()).to_string(),
+            "The action failed to initialize: the runtime exited. boom"
+        );
+        assert_eq!(
+            InitError::from(RuntimeError::TooLarge).to_string(),
+            "The runtime's /init response is too large."
+        );
+        assert_eq!(
+            InitError::Refused("x".into()).to_string(),
+            "Initialization has failed due to: x"
+        );
     }
 }

@@ -28,15 +28,17 @@ pub struct Measured {
     pub pids: Vec<u32>,
     /// Wall clock (ms since epoch) of the measurement; 0 = never.
     pub at_ms: u64,
-    /// Policy clock of the measurement.
-    pub at: Millis,
 }
 
 impl Instance {
-    pub fn measure(&self, at: Millis) -> MemoryStats {
+    pub fn measure(&self) -> MemoryStats {
         let pids = self.sandbox.pids();
         let memory = self.sandbox.memory();
-        *self.measured.lock().unwrap() = Measured { memory, pids, at_ms: crate::now_ms(), at };
+        *self.measured.lock().unwrap() = Measured {
+            memory,
+            pids,
+            at_ms: crate::now_ms(),
+        };
         memory
     }
 

@@ -37,7 +37,8 @@ impl Pool {
             }
             let mut sleep_for = next_sample.saturating_duration_since(Instant::now());
             if let Some(d) = deadline.into_iter().chain(reclaim_wake).min() {
-                sleep_for = sleep_for.min(Duration::from_millis(d.saturating_sub(self.clock.now_ms())));
+                sleep_for =
+                    sleep_for.min(Duration::from_millis(d.saturating_sub(self.clock.now_ms())));
             }
             tokio::select! {
                 _ = tokio::time::sleep(sleep_for) => {}
@@ -65,7 +66,9 @@ impl Pool {
     }
 
     async fn freeze(&self, id: &str) {
-        let Some(instance) = self.slots.instance(id) else { return };
+        let Some(instance) = self.slots.instance(id) else {
+            return;
+        };
         let took = {
             let mut frozen = instance.frozen.lock().await;
             if !self.slots.mark_frozen(id, self.clock.now_ms()) {
@@ -83,9 +86,16 @@ impl Pool {
         };
         self.metrics.freeze_seconds.observe(took.as_secs_f64());
         let inst = instance.clone();
-        let now = self.clock.now_ms();
-        let memory = tokio::task::spawn_blocking(move || inst.measure(now)).await.unwrap_or_default();
-        self.events.emit(id, &instance.fqn, EventKind::Frozen, Some(memory), Some(format!("{} us", took.as_micros())));
+        let memory = tokio::task::spawn_blocking(move || inst.measure())
+            .await
+            .unwrap_or_default();
+        self.events.emit(
+            id,
+            &instance.fqn,
+            EventKind::Frozen,
+            Some(memory),
+            Some(format!("{} us", took.as_micros())),
+        );
     }
 
     /// Measure every instance (frozen ones every FROZEN_SAMPLE_EVERY rounds) and refresh gauges.
@@ -94,13 +104,16 @@ impl Pool {
             .slots
             .snapshot()
             .into_iter()
-            .filter(|s| s.state != InstanceState::Frozen || round % FROZEN_SAMPLE_EVERY == 0 || s.instance.last_measured().at_ms == 0)
+            .filter(|s| {
+                s.state != InstanceState::Frozen
+                    || round.is_multiple_of(FROZEN_SAMPLE_EVERY)
+                    || s.instance.last_measured().at_ms == 0
+            })
             .map(|s| s.instance)
             .collect();
-        let now = self.clock.now_ms();
         let _ = tokio::task::spawn_blocking(move || {
             for inst in targets {
-                inst.measure(now);
+                inst.measure();
             }
         })
         .await;
@@ -121,11 +134,24 @@ impl Pool {
         for state in InstanceState::ALL {
             let (count, mem) = by_state.get(&state).copied().unwrap_or_default();
             let label = state.as_str().to_string();
-            self.metrics.instances.get_or_create(&StateLabel { state: label.clone() }).set(count);
-            for (measure, v) in [("uss", mem.uss), ("pss", mem.pss), ("rss", mem.rss), ("swap", mem.swap)] {
+            self.metrics
+                .instances
+                .get_or_create(&StateLabel {
+                    state: label.clone(),
+                })
+                .set(count);
+            for (measure, v) in [
+                ("uss", mem.uss),
+                ("pss", mem.pss),
+                ("rss", mem.rss),
+                ("swap", mem.swap),
+            ] {
                 self.metrics
                     .memory_bytes
-                    .get_or_create(&MemoryLabels { state: label.clone(), measure: measure.to_string() })
+                    .get_or_create(&MemoryLabels {
+                        state: label.clone(),
+                        measure: measure.to_string(),
+                    })
                     .set(v as i64);
             }
         }

@@ -125,7 +125,13 @@ pub struct Pool {
 
 impl Lease {
     fn new(pool: &Arc<Pool>, instance: Arc<Instance>, cold: bool, init_ms: Option<u64>) -> Lease {
-        Lease { pool: pool.clone(), instance, cold, init_ms, given_back: false }
+        Lease {
+            pool: pool.clone(),
+            instance,
+            cold,
+            init_ms,
+            given_back: false,
+        }
     }
 
     /// Give the instance back after its activation.
@@ -148,7 +154,8 @@ impl Drop for Lease {
     fn drop(&mut self) {
         if !self.given_back {
             tracing::warn!(instance = %self.instance.id, "an activation ended without giving its instance back: evicting it");
-            self.pool.evict_in_background(&self.instance.id, EvictReason::Error);
+            self.pool
+                .evict_in_background(&self.instance.id, EvictReason::Error);
         }
     }
 }
@@ -193,11 +200,13 @@ impl Pool {
         let id = &instance.id;
         let evict = self.slots.put_back(id, health, ran, self.clock.now_ms());
         if ran {
-            self.events.emit(id, &instance.fqn, EventKind::RunEnd, None, None);
+            self.events
+                .emit(id, &instance.fqn, EventKind::RunEnd, None, None);
         }
         if evict.is_none() {
             if ran {
-                self.events.emit(id, &instance.fqn, EventKind::Idle, None, None);
+                self.events
+                    .emit(id, &instance.fqn, EventKind::Idle, None, None);
             }
             self.manager_wake.notify_one();
             self.queue.wake_all();
@@ -222,7 +231,9 @@ impl Pool {
     /// Evict from a synchronous context (a drop): out of the books now, the sandbox is
     /// destroyed in the background.
     fn evict_in_background(self: &Arc<Self>, id: &str, reason: EvictReason) {
-        let Some(slot) = self.slots.remove(id) else { return };
+        let Some(slot) = self.slots.remove(id) else {
+            return;
+        };
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 let pool = self.clone();
@@ -236,14 +247,26 @@ impl Pool {
     async fn destroy(&self, slot: Slot, reason: EvictReason) {
         let instance = slot.instance;
         let budget_eviction = reason == EvictReason::Policy(EvictionReason::MemoryBudget);
-        self.reclaim_books.forget(&instance.id, budget_eviction.then(|| self.clock.now_ms()));
+        self.reclaim_books
+            .forget(&instance.id, budget_eviction.then(|| self.clock.now_ms()));
         // Its place is free from now on.
         self.queue.wake_all();
         self.manager_wake.notify_one();
         let memory = instance.measured_memory();
         instance.sandbox.destroy().await;
-        self.metrics.evictions.get_or_create(&ReasonLabel { reason: reason.as_str().to_string() }).inc();
-        self.events.emit(&instance.id, &instance.fqn, EventKind::Evicted, Some(memory), Some(reason.as_str().to_string()));
+        self.metrics
+            .evictions
+            .get_or_create(&ReasonLabel {
+                reason: reason.as_str().to_string(),
+            })
+            .inc();
+        self.events.emit(
+            &instance.id,
+            &instance.fqn,
+            EventKind::Evicted,
+            Some(memory),
+            Some(reason.as_str().to_string()),
+        );
         tracing::info!(instance = %instance.id, action = %instance.fqn, reason = reason.as_str(), "instance evicted");
     }
 
@@ -266,7 +289,10 @@ impl Pool {
             if self.slots.starting() == 0 {
                 break;
             }
-            if tokio::time::timeout_at(deadline.into(), changed).await.is_err() {
+            if tokio::time::timeout_at(deadline.into(), changed)
+                .await
+                .is_err()
+            {
                 tracing::warn!("instances still starting at shutdown");
                 break;
             }

@@ -50,7 +50,8 @@ impl StemCells {
         if c.closed {
             return 0;
         }
-        let have = c.ready.get(kind).map_or(0, Vec::len) + c.starting.get(kind).copied().unwrap_or(0);
+        let have =
+            c.ready.get(kind).map_or(0, Vec::len) + c.starting.get(kind).copied().unwrap_or(0);
         let missing = target.saturating_sub(have);
         *c.starting.entry(kind.to_string()).or_default() += missing;
         missing
@@ -84,10 +85,6 @@ impl StemCells {
         let mut c = self.state.lock().unwrap();
         c.closed = true;
         c.ready.drain().flat_map(|(_, v)| v).collect()
-    }
-
-    pub fn count(&self) -> usize {
-        self.state.lock().unwrap().ready.values().map(Vec::len).sum()
     }
 
     pub fn views(&self, mode: ReclaimMode) -> Vec<InstanceView> {
@@ -151,30 +148,49 @@ impl Pool {
             env: self.instance_env(self.cfg.reclaim_mode),
         };
         let created = Instant::now();
-        self.events.emit(&id, &label, EventKind::Created, None, None);
+        self.events
+            .emit(&id, &label, EventKind::Created, None, None);
         let sandbox = match self.backend.start(spec).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(kind, "cannot prewarm a runtime: {e}");
-                self.events.emit(&id, &label, EventKind::Evicted, None, Some(format!("start failed: {e}")));
+                self.events.emit(
+                    &id,
+                    &label,
+                    EventKind::Evicted,
+                    None,
+                    Some(format!("start failed: {e}")),
+                );
                 return None;
             }
         };
         let pids = sandbox.pids();
         let memory = sandbox.memory();
-        self.events.emit(&id, &label, EventKind::RuntimeReady, Some(memory), None);
+        self.events
+            .emit(&id, &label, EventKind::RuntimeReady, Some(memory), None);
         if let Err(e) = sandbox.freeze() {
             tracing::warn!(kind, "cannot freeze a prewarmed runtime: {e}");
             sandbox.destroy().await;
             return None;
         }
-        self.events.emit(&id, &label, EventKind::Frozen, Some(memory), None);
-        Some(StemCell { sandbox, kind: kind.to_string(), created, memory, pids, measured_at_ms: crate::now_ms() })
+        self.events
+            .emit(&id, &label, EventKind::Frozen, Some(memory), None);
+        Some(StemCell {
+            sandbox,
+            kind: kind.to_string(),
+            created,
+            memory,
+            pids,
+            measured_at_ms: crate::now_ms(),
+        })
     }
 
     /// A ready stem cell for this action, thawed; it already runs under the action's memory
     /// limit, as stem cells only serve actions of their own limit.
-    pub(super) async fn take_stem_cell(self: &Arc<Self>, action: &ActionSpec) -> Option<Arc<dyn Sandbox>> {
+    pub(super) async fn take_stem_cell(
+        self: &Arc<Self>,
+        action: &ActionSpec,
+    ) -> Option<Arc<dyn Sandbox>> {
         // Stem cells start with the node's reclaim mode (eager GC is a start-up setting).
         let eager = |m| m == ReclaimMode::Eager;
         // The memory limit must match too: runtimes size their heaps from it at start-up

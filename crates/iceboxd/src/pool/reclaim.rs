@@ -21,7 +21,11 @@ const RECLAIM_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Pool {
     /// Reclaim one idle or frozen instance now (manual `icebox reclaim`, or the policy).
-    pub async fn reclaim(self: &Arc<Self>, id: &str, variant: Option<String>) -> Result<ReclaimReport, ControlError> {
+    pub async fn reclaim(
+        self: &Arc<Self>,
+        id: &str,
+        variant: Option<String>,
+    ) -> Result<ReclaimReport, ControlError> {
         let instance = match self.begin_reclaim(id) {
             Some(i) => i,
             None if self.instance(id).is_some() => return Err(ControlError::Busy(id.to_string())),
@@ -38,7 +42,11 @@ impl Pool {
         Some(instance)
     }
 
-    pub(super) async fn run_reclaim(self: &Arc<Self>, instance: Arc<Instance>, variant: Option<String>) -> Result<ReclaimReport, ControlError> {
+    pub(super) async fn run_reclaim(
+        self: &Arc<Self>,
+        instance: Arc<Instance>,
+        variant: Option<String>,
+    ) -> Result<ReclaimReport, ControlError> {
         let result = self.reclaim_instance(&instance, variant).await;
         self.reclaim_books.end();
         self.slots.end_reclaim(&instance.id, result.is_ok());
@@ -59,7 +67,9 @@ impl Pool {
                     tracing::debug!(instance = %instance.id, "reclaim profile not usable");
                 }
                 self.metrics.reclaimed_bytes.inc_by(report.freed);
-                self.metrics.reclaim_cpu_seconds.inc_by(report.cpu_ms.unwrap_or(0.0) / 1000.0);
+                self.metrics
+                    .reclaim_cpu_seconds
+                    .inc_by(report.cpu_ms.unwrap_or(0.0) / 1000.0);
                 self.events.emit(
                     &instance.id,
                     &instance.fqn,
@@ -78,23 +88,35 @@ impl Pool {
                 );
                 "ok"
             }
-            Err(ControlError::Runtime(_)) | Err(ControlError::Timeout(_)) | Err(ControlError::Freezer(_)) => {
+            Err(ControlError::Runtime(_))
+            | Err(ControlError::Timeout(_))
+            | Err(ControlError::Freezer(_)) => {
                 // Dead, hung or unfreezable: never leave it thawed in the pool.
                 self.evict(&instance.id, EvictReason::Error).await;
                 "evicted"
             }
             Err(_) => "failed",
         };
-        self.metrics.reclaims.get_or_create(&OutcomeLabel { outcome: outcome.to_string() }).inc();
+        self.metrics
+            .reclaims
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_string(),
+            })
+            .inc();
         self.manager_wake.notify_one();
         result
     }
 
-    async fn reclaim_instance(&self, instance: &Arc<Instance>, variant: Option<String>) -> Result<ReclaimReport, ControlError> {
+    async fn reclaim_instance(
+        &self,
+        instance: &Arc<Instance>,
+        variant: Option<String>,
+    ) -> Result<ReclaimReport, ControlError> {
         let t0 = Instant::now();
         let measure = |inst: Arc<Instance>| async move {
-            let now = self.clock.now_ms();
-            tokio::task::spawn_blocking(move || inst.measure(now)).await.unwrap_or_default()
+            tokio::task::spawn_blocking(move || inst.measure())
+                .await
+                .unwrap_or_default()
         };
         let before = measure(instance.clone()).await;
         let runtime = {
@@ -124,7 +146,10 @@ impl Pool {
                 Ok(Ok(r)) if r.status == 404 || r.status == 501 => Value::Null,
                 Ok(Ok(r)) if r.status == 200 => r.json().unwrap_or(Value::Null),
                 Ok(Ok(r)) => {
-                    return Err(ControlError::Status { status: r.status, body: String::from_utf8_lossy(&r.body).into_owned() })
+                    return Err(ControlError::Status {
+                        status: r.status,
+                        body: String::from_utf8_lossy(&r.body).into_owned(),
+                    })
                 }
             }
         };
@@ -141,7 +166,11 @@ impl Pool {
             cpu_ms: runtime.get("cpu_ms").and_then(Value::as_f64),
             wall_ms: t0.elapsed().as_secs_f64() * 1000.0,
             pageout_bytes,
-            variant: runtime.get("variant").and_then(Value::as_str).unwrap_or("none").to_string(),
+            variant: runtime
+                .get("variant")
+                .and_then(Value::as_str)
+                .unwrap_or("none")
+                .to_string(),
             runtime,
         })
     }

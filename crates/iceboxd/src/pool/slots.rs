@@ -44,12 +44,18 @@ pub(super) struct ShuttingDown;
 
 impl Slots {
     pub fn new(charge: ChargeMode) -> Self {
-        Slots { charge, table: Mutex::new(Table::default()) }
+        Slots {
+            charge,
+            table: Mutex::new(Table::default()),
+        }
     }
 
     /// What an idle instance is charged against the budget.
     pub fn charge_of(&self, slot: &Slot) -> u64 {
-        self.charge.charge(&slot.instance.measured_memory(), slot.instance.action.limits.memory_bytes())
+        self.charge.charge(
+            &slot.instance.measured_memory(),
+            slot.instance.action.limits.memory_bytes(),
+        )
     }
 
     /// The keep-alive pool (idle and frozen) as the policy sees it.
@@ -68,26 +74,43 @@ impl Slots {
     }
 
     /// A running instance with room, a warm one, a place for a new one, or nothing.
-    pub fn claim(&self, action: &ActionSpec, policy: &KeepAlivePolicy) -> Result<Claim, ShuttingDown> {
+    pub fn claim(
+        &self,
+        action: &ActionSpec,
+        policy: &KeepAlivePolicy,
+    ) -> Result<Claim, ShuttingDown> {
         let mut t = self.table.lock().unwrap();
         if t.shutting_down {
             return Err(ShuttingDown);
         }
         let fqn = action.fqn();
-        let current = |s: &Slot| s.instance.fqn == fqn && !s.stale && s.instance.action.version == action.version;
+        let current = |s: &Slot| {
+            s.instance.fqn == fqn && !s.stale && s.instance.action.version == action.version
+        };
         // A running instance with spare intra-instance concurrency first (no thaw needed).
         let busy_with_room = t
             .slots
             .values()
-            .filter(|s| current(s) && s.state == InstanceState::Running && s.in_flight < action.limits.concurrency)
+            .filter(|s| {
+                current(s)
+                    && s.state == InstanceState::Running
+                    && s.in_flight < action.limits.concurrency
+            })
             .min_by_key(|s| (s.in_flight, s.instance.id.clone()))
             .map(|s| s.instance.id.clone());
         let chosen = busy_with_room.or_else(|| {
-            let candidates: Vec<PoolEntry> =
-                self.entries(&t).into_iter().filter(|e| e.action == fqn && current(&t.slots[&e.id])).collect();
+            let candidates: Vec<PoolEntry> = self
+                .entries(&t)
+                .into_iter()
+                .filter(|e| e.action == fqn && current(&t.slots[&e.id]))
+                .collect();
             // An instance being reclaimed would make this invocation wait for the reclaim:
             // take another one when there is one.
-            let free: Vec<PoolEntry> = candidates.iter().filter(|e| !t.slots[&e.id].reclaiming).cloned().collect();
+            let free: Vec<PoolEntry> = candidates
+                .iter()
+                .filter(|e| !t.slots[&e.id].reclaiming)
+                .cloned()
+                .collect();
             let candidates = if free.is_empty() { candidates } else { free };
             policy.choose_warm(&candidates).map(|e| e.id.clone())
         });
@@ -139,7 +162,13 @@ impl Slots {
     }
 
     /// An activation ended (`ran`) or a claim went unused; Some: evict the instance now.
-    pub fn put_back(&self, id: &str, health: Health, ran: bool, now: Millis) -> Option<EvictReason> {
+    pub fn put_back(
+        &self,
+        id: &str,
+        health: Health,
+        ran: bool,
+        now: Millis,
+    ) -> Option<EvictReason> {
         let mut t = self.table.lock().unwrap();
         let slot = t.slots.get_mut(id)?;
         slot.in_flight = slot.in_flight.saturating_sub(1);
@@ -195,7 +224,12 @@ impl Slots {
     }
 
     pub fn instance(&self, id: &str) -> Option<Arc<Instance>> {
-        self.table.lock().unwrap().slots.get(id).map(|s| s.instance.clone())
+        self.table
+            .lock()
+            .unwrap()
+            .slots
+            .get(id)
+            .map(|s| s.instance.clone())
     }
 
     pub fn get(&self, id: &str) -> Option<Slot> {
@@ -215,8 +249,15 @@ impl Slots {
         let t = self.table.lock().unwrap();
         let entries = self.entries(&t);
         let evictions = policy.evictions(&entries, now);
-        let remaining: Vec<_> = entries.into_iter().filter(|e| !evictions.iter().any(|(id, _)| *id == e.id)).collect();
-        KeepAlivePlan { freezes: policy.to_freeze(&remaining, now), deadline: policy.next_deadline(&remaining, now), evictions }
+        let remaining: Vec<_> = entries
+            .into_iter()
+            .filter(|e| !evictions.iter().any(|(id, _)| *id == e.id))
+            .collect();
+        KeepAlivePlan {
+            freezes: policy.to_freeze(&remaining, now),
+            deadline: policy.next_deadline(&remaining, now),
+            evictions,
+        }
     }
 
     /// Mark an idle instance frozen; false if it is no longer idle.

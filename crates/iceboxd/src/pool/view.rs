@@ -16,12 +16,19 @@ impl Pool {
             state: s.state,
             pids: measured.pids,
             age_ms: s.instance.created.elapsed().as_millis() as u64,
-            idle_ms: s.state.is_kept_alive().then(|| now.saturating_sub(s.idle_since)),
+            idle_ms: s
+                .state
+                .is_kept_alive()
+                .then(|| now.saturating_sub(s.idle_since)),
             invocations: s.invocations,
             in_flight: s.in_flight,
             memory_limit: s.instance.action.limits.memory_bytes(),
             memory: measured.memory,
-            charged: if s.state.is_kept_alive() { self.slots.charge_of(s) } else { 0 },
+            charged: if s.state.is_kept_alive() {
+                self.slots.charge_of(s)
+            } else {
+                0
+            },
             measured_at_ms: measured.at_ms,
             reclaimable: self.reclaimable_of(s),
             reclaim_mode: s.instance.mode.as_str().to_string(),
@@ -31,7 +38,12 @@ impl Pool {
     /// Oldest first.
     pub fn instance_views(&self) -> Vec<InstanceView> {
         let now = self.clock.now_ms();
-        let mut views: Vec<InstanceView> = self.slots.snapshot().iter().map(|s| self.view_of(s, now)).collect();
+        let mut views: Vec<InstanceView> = self
+            .slots
+            .snapshot()
+            .iter()
+            .map(|s| self.view_of(s, now))
+            .collect();
         views.extend(self.stem_cells.views(self.cfg.reclaim_mode));
         views.sort_by(|a, b| b.age_ms.cmp(&a.age_ms).then(a.id.cmp(&b.id)));
         views
@@ -41,10 +53,13 @@ impl Pool {
     pub async fn instance_view(&self, id: &str, fresh: bool) -> Option<InstanceView> {
         if fresh {
             let instance = self.instance(id)?;
-            let now = self.clock.now_ms();
-            tokio::task::spawn_blocking(move || instance.measure(now)).await.ok()?;
+            tokio::task::spawn_blocking(move || instance.measure())
+                .await
+                .ok()?;
         }
-        self.slots.get(id).map(|s| self.view_of(&s, self.clock.now_ms()))
+        self.slots
+            .get(id)
+            .map(|s| self.view_of(&s, self.clock.now_ms()))
     }
 
     pub fn instance(&self, id: &str) -> Option<std::sync::Arc<super::Instance>> {
@@ -55,13 +70,26 @@ impl Pool {
         let mut by_state: BTreeMap<String, StateMemory> = InstanceState::ALL
             .iter()
             .filter(|s| **s != InstanceState::Evicted)
-            .map(|s| (s.as_str().to_string(), StateMemory { instances: 0, memory: MemoryStats::default() }))
+            .map(|s| {
+                (
+                    s.as_str().to_string(),
+                    StateMemory {
+                        instances: 0,
+                        memory: MemoryStats::default(),
+                    },
+                )
+            })
             .collect();
         let mut total = MemoryStats::default();
         let mut charged = 0;
         for slot in &self.slots.snapshot() {
             let mem = slot.instance.measured_memory();
-            let entry = by_state.entry(slot.state.as_str().to_string()).or_insert(StateMemory { instances: 0, memory: MemoryStats::default() });
+            let entry = by_state
+                .entry(slot.state.as_str().to_string())
+                .or_insert(StateMemory {
+                    instances: 0,
+                    memory: MemoryStats::default(),
+                });
             entry.instances += 1;
             entry.memory.add(&mem);
             total.add(&mem);
@@ -70,7 +98,12 @@ impl Pool {
             }
         }
         for cell in self.stem_cells.views(self.cfg.reclaim_mode) {
-            let entry = by_state.entry(cell.state.as_str().to_string()).or_insert(StateMemory { instances: 0, memory: MemoryStats::default() });
+            let entry = by_state
+                .entry(cell.state.as_str().to_string())
+                .or_insert(StateMemory {
+                    instances: 0,
+                    memory: MemoryStats::default(),
+                });
             entry.instances += 1;
             entry.memory.add(&cell.memory);
             total.add(&cell.memory);
@@ -87,9 +120,5 @@ impl Pool {
 
     pub fn instance_count(&self) -> usize {
         self.slots.len()
-    }
-
-    pub fn prewarmed_count(&self) -> usize {
-        self.stem_cells.count()
     }
 }
