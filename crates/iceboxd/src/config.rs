@@ -7,7 +7,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Parser)]
-#[command(name = "iceboxd", version, about = "icebox node daemon: keeps many function instances warm in little memory")]
+#[command(
+    name = "iceboxd",
+    version,
+    about = "icebox node daemon: keeps many function instances warm in little memory"
+)]
 pub struct Config {
     /// Address to serve the API on: HOST:PORT, or unix:PATH for a UNIX socket.
     #[arg(long, env = "ICEBOX_LISTEN", default_value = "127.0.0.1:8740")]
@@ -109,8 +113,37 @@ pub struct Config {
     /// instance's private library pages, then read them back into the page cache, unmapped:
     /// its USS drops and its next activation faults them in from memory), evict (page out and
     /// leave them to be re-read from disk), or off.
-    #[arg(long, env = "ICEBOX_LIBRARY_PAGEOUT", value_enum, default_value = "keep-cached")]
+    #[arg(
+        long,
+        env = "ICEBOX_LIBRARY_PAGEOUT",
+        value_enum,
+        default_value = "keep-cached"
+    )]
     pub library_pageout: LibraryPageout,
+
+    /// Time a client has to send a request's headers; also how long an idle keep-alive
+    /// connection stays open (slow or silent clients cannot hold connections forever).
+    #[arg(long, env = "ICEBOX_HEADER_TIMEOUT", default_value = "20s", value_parser = humantime::parse_duration)]
+    pub header_timeout: Duration,
+
+    /// Time a client has to send a request's body once its headers are in.
+    #[arg(long, env = "ICEBOX_BODY_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub body_timeout: Duration,
+
+    /// Open client connections at most; beyond it the longest-idle one is closed to make room
+    /// (a busy one never is), so authenticated clients keep being served under a flood.
+    #[arg(long, env = "ICEBOX_MAX_CONNECTIONS", default_value_t = 2048)]
+    pub max_connections: usize,
+
+    /// Request-body bytes held in memory across all connections; beyond it requests wait for
+    /// room (up to the body timeout), then get 503.
+    #[arg(long, env = "ICEBOX_MAX_BUFFERED", default_value = "256MiB", value_parser = parse_size)]
+    pub max_buffered: u64,
+
+    /// On SIGTERM/SIGINT, how long open requests may finish before their connections are
+    /// dropped and every instance is removed.
+    #[arg(long, env = "ICEBOX_SHUTDOWN_GRACE", default_value = "3s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
 
     /// Log format: text or json.
     #[arg(long, env = "ICEBOX_LOG_FORMAT", default_value = "text")]

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod pool;
 pub mod recorder;
 pub mod registry;
+pub mod serve;
 pub mod server;
 pub mod state;
 
