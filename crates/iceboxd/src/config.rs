@@ -7,11 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Parser)]
-#[command(
-    name = "iceboxd",
-    version,
-    about = "icebox node daemon: keeps many function instances warm in little memory"
-)]
+#[command(name = "iceboxd", version, about = "icebox node daemon: keeps many function instances warm in little memory")]
 pub struct Config {
     /// Address to serve the API on: HOST:PORT, or unix:PATH for a UNIX socket.
     #[arg(long, env = "ICEBOX_LISTEN", default_value = "127.0.0.1:8740")]
@@ -113,12 +109,7 @@ pub struct Config {
     /// instance's private library pages, then read them back into the page cache, unmapped:
     /// its USS drops and its next activation faults them in from memory), evict (page out and
     /// leave them to be re-read from disk), or off.
-    #[arg(
-        long,
-        env = "ICEBOX_LIBRARY_PAGEOUT",
-        value_enum,
-        default_value = "keep-cached"
-    )]
+    #[arg(long, env = "ICEBOX_LIBRARY_PAGEOUT", value_enum, default_value = "keep-cached")]
     pub library_pageout: LibraryPageout,
 
     /// Time a client has to send a request's headers; also how long an idle keep-alive

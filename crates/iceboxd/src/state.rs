@@ -30,26 +30,16 @@ pub struct State {
 
 impl State {
     pub fn action(&self, namespace: &str, name: &str) -> Option<Arc<ActionSpec>> {
-        self.actions
-            .read()
-            .unwrap()
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned()
+        self.actions.read().unwrap().get(&(namespace.to_string(), name.to_string())).cloned()
     }
 
     pub fn cache_action(&self, spec: ActionSpec) -> Arc<ActionSpec> {
         let spec = Arc::new(spec);
-        self.actions
-            .write()
-            .unwrap()
-            .insert((spec.namespace.clone(), spec.name.clone()), spec.clone());
+        self.actions.write().unwrap().insert((spec.namespace.clone(), spec.name.clone()), spec.clone());
         spec
     }
 
     pub fn forget_action(&self, namespace: &str, name: &str) {
-        self.actions
-            .write()
-            .unwrap()
-            .remove(&(namespace.to_string(), name.to_string()));
+        self.actions.write().unwrap().remove(&(namespace.to_string(), name.to_string()));
     }
 }
