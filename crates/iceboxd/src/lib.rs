@@ -4,6 +4,7 @@
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod detach;
 pub mod events;
 pub mod invoker;
 pub mod metrics;
