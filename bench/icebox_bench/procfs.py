@@ -1,4 +1,5 @@
-"""Process facts from /proc: memory, CPU time, and identity checks that survive pid reuse."""
+"""Process facts from /proc: memory, CPU time, open files, and identity checks that survive pid
+reuse. Standard library only: bench/node imports it with the system python3."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ def _status_kib(pid: int, field: str) -> int:
 def rss_bytes(pid: int) -> int:
     """VmRSS of one process."""
     return _status_kib(pid, "VmRSS") * 1024
+
+
+def fd_count(pid: int) -> int:
+    """Open file descriptors of one process."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def uss_bytes(pid: int) -> int:
