@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from . import leaks, localhttp, paths, procfs
@@ -68,7 +69,8 @@ class Daemon:
 
     `transport` is "tcp" (127.0.0.1 and a free port; `apihost` is its URL) or "unix" (a socket
     in the temp dir; `listen` is `unix:PATH`). `args` are extra flags. After `stop()`:
-    `stop_seconds`, `checked_processes` (instance processes listed before SIGTERM), `leaked_pids`
+    `stop_seconds`, `checked_processes` (instance processes listed before SIGTERM, and any
+    given to stop()), `leaked_pids`
     (those still alive 5 s after the daemon exited, then killed) and `leftovers`.
     """
 
@@ -155,25 +157,28 @@ class Daemon:
         self.proc.kill()
         return False
 
-    def stop(self) -> None:
-        """SIGTERM, wait for the daemon to remove its instances, then verify none survived."""
+    def stop(self, also_check: Iterable[tuple[int, int]] = ()) -> None:
+        """SIGTERM, wait for the daemon to remove its instances, then verify none survived:
+        those it lists now and `also_check`, (pid, start time) of instance processes seen
+        earlier."""
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            idents = self.instance_identities()
-            t0 = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                print(f"warning: {self.label} ignored SIGTERM for 120 s; killing it")
-                proc.kill()
-                proc.wait()
-            self.stop_seconds = time.monotonic() - t0
-            self.checked_processes = len(idents)
-            self.leaked_pids = self._reap(idents)
-        elif proc is not None:
-            proc.wait()
         if proc is not None:
+            idents = set(also_check)
+            if proc.poll() is None:
+                idents |= set(self.instance_identities())
+                t0 = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    print(f"warning: {self.label} ignored SIGTERM for 120 s; killing it")
+                    proc.kill()
+                    proc.wait()
+                self.stop_seconds = time.monotonic() - t0
+            else:
+                proc.wait()
+            self.checked_processes = len(idents)
+            self.leaked_pids = self._reap(sorted(idents))
             self.leftovers = leaks.wait_for_no_leftovers(self.state_dir, self.state_tag, 5.0)
             if self.leftovers:
                 print(f"warning: {self.label} left {self.leftovers.describe()}; removing them")
