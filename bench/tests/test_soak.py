@@ -173,3 +173,20 @@ def test_verdict_and_report():
     assert "**FAILED**" in render(leaked, passed(leaked))
     failed = _result(by_category={**r["by_category"], DAEMON_FAILURE: 1})
     assert not passed(failed)
+
+
+def test_daemon_counters_are_differences_between_scrapes():
+    from icebox_bench.promtext import parse_metrics
+    from icebox_bench.soak.tally import daemon_counters
+
+    before = parse_metrics('icebox_invocations_total{start="warm",status="success"} 5\n'
+                           'icebox_invocations_total{start="cold",status="success"} 2\n'
+                           'icebox_rejected_total 1\n')
+    after = parse_metrics('icebox_invocations_total{start="warm",status="success"} 105\n'
+                          'icebox_invocations_total{start="cold",status="success"} 12\n'
+                          'icebox_invocations_total{status="developer_error",start="cold"} 3\n'
+                          'icebox_invocations_total{start="prewarm",status="success"} 0\n'
+                          'icebox_evictions_total{reason="error"} 7\n'
+                          'icebox_rejected_total 1\n')
+    assert daemon_counters(before, after) == {"invocations_by_start": {"cold": 13, "warm": 100},
+                                              "evictions_by_reason": {"error": 7}, "rejected": 0}

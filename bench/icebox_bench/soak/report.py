@@ -21,6 +21,14 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _counters(c: dict) -> str:
+    if not c:
+        return "–"
+    starts = ", ".join(f"{k} {v}" for k, v in c["invocations_by_start"].items()) or "none"
+    evictions = ", ".join(f"{k} {v}" for k, v in c["evictions_by_reason"].items()) or "none"
+    return f"invocations by start: {starts}; evictions by reason: {evictions}; 429 rejections: {c['rejected']}"
+
+
 def render(result: dict, verdict: bool) -> str:
     c = result["config"]
     cat = result["by_category"]
@@ -56,6 +64,7 @@ def render(result: dict, verdict: bool) -> str:
         ("Daemon VmRSS before / after / peak", f"{_mib(rss['before'])} / {_mib(rss['after'])} / {_mib(rss['peak'])}"),
         ("Daemon open fds before / after / peak", f"{_n(fds['before'])} / {_n(fds['after'])} / {_n(fds['peak'])}"),
         ("Instances after the load (2 s later)", _n(result["instances_after_load"])),
+        ("The daemon's counters over the load (/metrics)", _counters(result.get("daemon_counters") or {})),
         ("Daemon stop on SIGTERM", "–" if after["stop_seconds"] is None else f"{after['stop_seconds'] * 1000:.0f} ms"),
         ("Left behind after the daemon stopped",
          ("; ".join(left) if left else "nothing: ") + f"{after['instance_processes_checked']} instance processes checked, "

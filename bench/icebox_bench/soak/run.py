@@ -20,11 +20,12 @@ from pathlib import Path
 import aiohttp
 
 from .. import leaks, procfs
+from ..promtext import parse_metrics
 from ..daemon import Daemon
 from . import killer
 from .actions import SOAK_ACTIONS, SoakAction
 from .outcome import CONNECTION_ERROR, OK, TIMEOUT, classify
-from .tally import Gauge, Kills, Tally
+from .tally import Gauge, Kills, Tally, daemon_counters
 
 SETTLE_S = 2.0
 
@@ -64,6 +65,7 @@ class SoakState:
     cgroup_seen: bool = False
     load_seconds: float = 0.0
     instances_after: int | None = None
+    counters: dict = field(default_factory=dict)
     daemon_died: bool = False
     phase: str = "starting"
 
@@ -79,6 +81,12 @@ async def _call(session: aiohttp.ClientSession, method: str, path: str, payload=
             return r.status, json.loads(text) if text else None
         except ValueError:
             return r.status, text
+
+
+async def _scrape(session: aiohttp.ClientSession) -> list:
+    async with session.get("/metrics", timeout=aiohttp.ClientTimeout(total=10)) as r:
+        r.raise_for_status()
+        return parse_metrics(await r.text())
 
 
 async def _deploy(session: aiohttp.ClientSession, actions: list[SoakAction]) -> None:
@@ -174,6 +182,8 @@ async def drive(daemon: Daemon, cfg: SoakConfig, state: SoakState, log) -> None:
         state.rss.observe(state.rss.before)
         state.fds.observe(state.fds.before)
 
+        metrics_before = await _scrape(session)
+
         state.phase = "load"
         log(f"load: {cfg.clients} clients for {cfg.duration_s:g} s, a kill every ~{cfg.kill_interval_s:g} s")
         stop = asyncio.Event()
@@ -202,6 +212,7 @@ async def drive(daemon: Daemon, cfg: SoakConfig, state: SoakState, log) -> None:
         state.fds.after = procfs.fd_count(daemon.pid)
         state.rss.observe(state.rss.after)
         state.fds.observe(state.fds.after)
+        state.counters = daemon_counters(metrics_before, await _scrape(session))
         status, views = await _call(session, "GET", "/icebox/v1/instances", timeout_s=10)
         if status == 200 and isinstance(views, list):
             state.instances_after = len(views)
@@ -252,6 +263,7 @@ def run(cfg: SoakConfig, out_dir: Path, log) -> tuple[dict, bool]:
         "daemon_rss_bytes": state.rss.as_dict(),
         "daemon_fds": state.fds.as_dict(),
         "instances_after_load": state.instances_after,
+        "daemon_counters": state.counters,
         "after_stop": {
             "stop_seconds": round(daemon.stop_seconds, 3) if daemon.stop_seconds is not None else None,
             "instance_processes_seen": len(state.seen),

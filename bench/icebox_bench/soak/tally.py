@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from ..promtext import metric_sum
 from ..stats import percentile
 from .outcome import CATEGORIES, OK, Outcome
 
@@ -95,3 +96,18 @@ class Kills:
     def as_dict(self) -> dict:
         return {"total": self.total, "by_state": dict(sorted(self.by_state.items())),
                 "skipped": dict(sorted(self.skipped.items()))}
+
+
+def daemon_counters(before: list, after: list) -> dict:
+    """What the daemon's own counters (/metrics, parsed) say happened between two scrapes:
+    invocations by start kind, evictions by reason, 429 rejections."""
+    def delta(name: str, **labels: str) -> int:
+        return int(metric_sum(after, name, **labels) - metric_sum(before, name, **labels))
+
+    def by(name: str, label: str) -> dict:
+        values = sorted({lbl[label] for n, lbl, _ in after if n == name and label in lbl})
+        return {v: d for v in values if (d := delta(name, **{label: v}))}
+
+    return {"invocations_by_start": by("icebox_invocations_total", "start"),
+            "evictions_by_reason": by("icebox_evictions_total", "reason"),
+            "rejected": delta("icebox_rejected_total")}
