@@ -18,8 +18,12 @@ from icebox_bench.soak.run import SoakConfig, passed
 from icebox_bench.soak.tally import Gauge, Kills, Tally, latency_summary
 
 
-def record(status: str, result: dict) -> dict:
-    return {"activationId": "a", "response": {"status": status, "success": status == "success", "result": result}}
+def record(status: str, result: dict, instance: str = "hello-1") -> dict:
+    return {"activationId": "a", "response": {"status": status, "success": status == "success", "result": result},
+            "annotations": [{"key": "kind", "value": "python:3"}, {"key": "icebox.instance", "value": instance}]}
+
+
+KILLED = {"hello-1": "running", "sleep-2": "idle"}
 
 
 def test_a_successful_activation_is_ok():
@@ -28,9 +32,18 @@ def test_a_successful_activation_is_ok():
 
 def test_a_killed_instance_is_a_developer_error_not_a_daemon_failure():
     died = record("action developer error", {"error": "The action did not produce a valid response and exited unexpectedly."})
-    o = classify(502, died)
-    assert (o.kind, o.category) == ("502 action developer error", INSTANCE_KILLED)
+    o = classify(502, died, killed=KILLED)
+    assert (o.kind, o.category) == ("502 action developer error, instance killed while running", INSTANCE_KILLED)
     assert o.message.startswith("The action did not produce")
+    o = classify(502, record("action developer error", {"error": "x"}, "sleep-2"), killed=KILLED)
+    assert (o.kind, o.category) == ("502 action developer error, instance killed while idle", INSTANCE_KILLED)
+
+
+def test_a_developer_error_on_an_instance_the_soak_did_not_kill_is_not_excused():
+    o = classify(502, record("action developer error", {"error": "x"}, "other-3"), killed=KILLED)
+    assert (o.kind, o.category) == ("502 action developer error, instance not killed by the soak", OTHER)
+    o = classify(502, record("action developer error", {"error": "init failed"}, ""), killed=KILLED)
+    assert (o.kind, o.category) == ("502 action developer error, instance unknown", OTHER)
 
 
 @pytest.mark.parametrize("status, body, kind", [
@@ -63,13 +76,13 @@ def test_tally_counts_by_kind_category_and_action_with_a_few_examples():
     for i in range(5):
         t.add("hello", classify(200, record("success", {})), 0.010 + i * 0.001)
     for i in range(4):
-        t.add("sleep", classify(502, record("action developer error", {"error": f"died {i}"})), 0.100)
+        t.add("sleep", classify(502, record("action developer error", {"error": f"died {i}"}, "sleep-2"), killed=KILLED), 0.100)
     t.add("hello", classify(None, "reset", CONNECTION_ERROR), 1.0)
     s = t.summary(load_seconds=2.0)
     assert s["requests"] == 10 and s["throughput_rps"] == 5.0
     assert s["by_category"] == {OK: 5, INSTANCE_KILLED: 4, DAEMON_FAILURE: 1, OTHER: 0}
     assert [(k["kind"], k["count"]) for k in s["by_kind"]] == [
-        ("200 success", 5), ("502 action developer error", 4), ("connection error", 1)]
+        ("200 success", 5), ("502 action developer error, instance killed while idle", 4), ("connection error", 1)]
     assert s["by_kind"][1]["examples"] == ["died 0", "died 1", "died 2"]
     assert s["by_action"] == {"hello": {DAEMON_FAILURE: 1, OK: 5}, "sleep": {INSTANCE_KILLED: 4}}
     assert s["ok_latency_ms"]["p50"] == 12.0 and s["ok_latency_ms"]["n"] == 5
@@ -89,11 +102,12 @@ def test_gauge_and_kills():
         g.observe(v)
     assert (g.peak, g.samples) == (9, 3)
     k = Kills()
-    k.record("running")
-    k.record("idle")
-    k.record("running")
+    k.record("a", "running")
+    k.record("b", "idle")
+    k.record("a", "frozen")
     k.skipped["no instance"] += 1
-    assert k.as_dict() == {"total": 3, "by_state": {"idle": 1, "running": 2}, "skipped": {"no instance": 1}}
+    assert k.as_dict() == {"total": 3, "by_state": {"frozen": 1, "idle": 1, "running": 1}, "skipped": {"no instance": 1}}
+    assert k.instances == {"a": "running", "b": "idle"}
 
 
 def test_victims_come_only_from_listed_pids():
@@ -140,7 +154,7 @@ def test_flags_are_bounded(kw):
 def _result(**over) -> dict:
     t = Tally()
     t.add("hello", classify(200, record("success", {})), 0.01)
-    t.add("hello", classify(502, record("action developer error", {"error": "died"})), 0.02)
+    t.add("hello", classify(502, record("action developer error", {"error": "died"}), killed=KILLED), 0.02)
     result = {
         "started_utc": "2026-01-01T00:00:00Z",
         "config": {"clients": 2, "duration_s": 1.0, "kill_interval_s": 1.0},
@@ -165,7 +179,7 @@ def test_verdict_and_report():
     assert "| Requests (blocking invokes) | 2 in 1.0 s |" in text
     assert "| Daemon VmRSS before / after / peak | 10.0 MiB / 11.0 MiB / 12.0 MiB |" in text
     assert "`icebox-abcd0123` cgroup dirs (seen during the run) are gone" in text
-    assert "| 502 action developer error | instance killed | 1 | died |" in text
+    assert "| 502 action developer error, instance killed while running | instance killed | 1 | died |" in text
     assert "| Verdict | passed |" in text
 
     leaked = _result(after_stop={**r["after_stop"], "cgroup_dirs_left": ["/sys/fs/cgroup/memory/icebox-abcd0123"]})

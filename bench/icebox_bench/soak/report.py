@@ -57,7 +57,7 @@ def render(result: dict, verdict: bool) -> str:
         ("Succeeded (200, success)", str(cat["ok"])),
         ("Failed because the soak killed their instance (502, action developer error)", str(cat["instance killed"])),
         ("**Daemon failures** (5xx other than the action's 502, connection errors, timeouts)", f"**{cat['daemon failure']}**"),
-        ("Other answers (429, 202, application errors)", str(cat["other"])),
+        ("Other answers (429, 202, application errors, developer errors of instances the soak did not kill)", str(cat["other"])),
         ("Latency p50 / p99 / max, all requests", f"{_ms(lat['p50'])} / {_ms(lat['p99'])} / {_ms(lat['max'])}"),
         ("Latency p50 / p99, successful requests", f"{_ms(ok_lat['p50'])} / {_ms(ok_lat['p99'])}"),
         ("Instance processes SIGKILLed", f"{kills['total']} (instance state when listed: {states}; not done: {skipped})"),

@@ -107,7 +107,7 @@ async def _client(session, actions, weights, rng, cfg, deadline, budget, state) 
         try:
             status, body = await _call(session, "POST", action.path() + "?blocking=true", action.params,
                                        cfg.request_timeout_s)
-            outcome = classify(status, body)
+            outcome = classify(status, body, killed=state.kills.instances)
         except asyncio.TimeoutError:
             outcome = classify(None, f"no answer within {cfg.request_timeout_s:g} s", TIMEOUT)
         except aiohttp.ClientError as e:
@@ -150,7 +150,7 @@ async def _killer(session, daemon: Daemon, cfg: SoakConfig, rng: random.Random, 
         if why_not:
             state.kills.skipped[why_not] += 1
         else:
-            state.kills.record(victim.state)
+            state.kills.record(victim.instance, victim.state)
 
 
 async def _sampler(daemon: Daemon, period_s: float, stop: asyncio.Event, state: SoakState) -> None:

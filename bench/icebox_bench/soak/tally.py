@@ -85,9 +85,11 @@ class Kills:
 
     by_state: Counter = field(default_factory=Counter)
     skipped: Counter = field(default_factory=Counter)
+    instances: dict[str, str] = field(default_factory=dict)  # instance id -> state when first killed
 
-    def record(self, state: str) -> None:
+    def record(self, instance: str, state: str) -> None:
         self.by_state[state] += 1
+        self.instances.setdefault(instance, state)
 
     @property
     def total(self) -> int:
