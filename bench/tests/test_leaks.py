@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import os
+import subprocess
+import sys
 
 from icebox_bench import leaks
 
@@ -44,9 +45,6 @@ def test_cgroup_dirs_in_v2_and_v1_layouts(tmp_path):
 
 
 def test_a_process_naming_the_state_dir_is_found_and_nothing_else(tmp_path):
-    import subprocess
-    import sys
-
     state = tmp_path / "state"
     state.mkdir()
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", str(state)])
