@@ -16,7 +16,11 @@ pub fn open(pid: u32) -> std::io::Result<OwnedFd> {
 
 /// Whether the process is gone already (a pidfd polls readable once it exited).
 pub fn has_exited(fd: &OwnedFd) -> bool {
-    let mut poll = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut poll = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd, zero timeout.
     unsafe { libc::poll(&mut poll, 1, 0) == 1 }
 }
