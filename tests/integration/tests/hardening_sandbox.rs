@@ -133,3 +133,77 @@ fn output_without_newlines_does_not_grow_the_daemon() {
     d.assert_healthy();
     d.stop();
 }
+
+/// The repository's runtimes seen through a bind mount in a temp dir, with a world-writable
+/// tmpfs mounted below it (as a host may have under /etc or /usr); both unmounted on drop.
+struct RuntimesWithWritableSubmount {
+    root: tempfile::TempDir,
+}
+
+impl RuntimesWithWritableSubmount {
+    /// `sub` is a directory of the python runtime the proxy never reads.
+    const SUB: &'static str = "python/tests";
+
+    fn new() -> Self {
+        let root = tempfile::Builder::new()
+            .prefix("icebox-it-runtimes-")
+            .tempdir()
+            .expect("temp dir");
+        let me = RuntimesWithWritableSubmount { root };
+        std::fs::create_dir(me.runtimes()).expect("mount point");
+        mount(&[
+            "--bind",
+            &icebox_integration::paths::runtimes_dir().to_string_lossy(),
+            &me.runtimes().to_string_lossy(),
+        ]);
+        mount(&[
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=1m,mode=1777",
+            "tmpfs",
+            &me.runtimes().join(Self::SUB).to_string_lossy(),
+        ]);
+        me
+    }
+
+    fn runtimes(&self) -> std::path::PathBuf {
+        self.root.path().join("runtimes")
+    }
+}
+
+impl Drop for RuntimesWithWritableSubmount {
+    fn drop(&mut self) {
+        for dir in [self.runtimes().join(Self::SUB), self.runtimes()] {
+            let _ = std::process::Command::new("umount").arg(&dir).status();
+        }
+    }
+}
+
+fn mount(args: &[&str]) {
+    let status = std::process::Command::new("mount")
+        .args(args)
+        .status()
+        .expect("running mount");
+    assert!(status.success(), "mount {args:?}: {status}");
+}
+
+#[test]
+fn writable_mounts_below_the_read_only_binds_are_read_only_inside() {
+    let runtimes = RuntimesWithWritableSubmount::new();
+    let d = Daemon::start_with_runtimes(&runtimes.runtimes(), &[]);
+    d.deploy("filler", "python:3", PY_FILL, json!({"memory": 128}));
+    let dir = format!(
+        "/opt/icebox/runtime/{}",
+        RuntimesWithWritableSubmount::SUB.trim_start_matches("python/")
+    );
+    let run = d
+        .invoke("filler", json!({"dir": dir, "mib": 1}))
+        .expect_success();
+    assert_eq!(
+        run.result(),
+        &json!({"written": 0, "stopped_by": "EROFS"}),
+        "{dir} is a writable host mount below the runtime directory"
+    );
+    d.stop();
+}

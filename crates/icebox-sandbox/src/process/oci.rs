@@ -55,9 +55,11 @@ pub fn config(spec: &InstanceSpec, rootfs: &str) -> Value {
         namespaces.push(json!({"type": "network"}));
     }
 
+    // Recursive flags: a plain "ro" would leave any writable mount below the source (say a
+    // tmpfs under /etc) writable inside.
     let ro_bind = |dest: &str, src: &str| {
         json!({"destination": dest, "type": "bind", "source": src,
-               "options": ["rbind", "ro", "nosuid", "nodev"]})
+               "options": ["rbind", "rro", "rnosuid", "rnodev"]})
     };
     let mounts = vec![
         json!({"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]}),
