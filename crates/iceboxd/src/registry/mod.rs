@@ -40,8 +40,10 @@ pub enum RegistryError {
 }
 
 pub struct Registry {
-    writer: Mutex<Connection>,
+    // Dropped before the writer, so the writer is the last connection and folds the WAL back
+    // into the database on close (read-only connections cannot).
     readers: ReadPool,
+    writer: Mutex<Connection>,
 }
 
 impl Registry {
@@ -57,7 +59,10 @@ impl Registry {
             let mut conn = Connection::open(path)?;
             schema::configure_file(&conn)?;
             schema::migrate(&mut conn)?;
-            files::make_private(path)?;
+            if let Err(e) = files::make_private(path) {
+                // Not fatal: a file owned by another user still works, only its mode stays.
+                tracing::warn!("cannot make {} private to this user: {e}", path.display());
+            }
             let readers = ReadPool::open(path, pool::READERS, STATEMENT_CACHE_CAPACITY)?;
             Ok(Registry::new(conn, readers))
         };
