@@ -447,6 +447,62 @@ mod tests {
         }
     }
 
+    /// Issue 8's load: 8 readers paging `skip=99000` while deploys run. Run:
+    /// cargo test -p iceboxd --lib --release -- --ignored --nocapture bench_deep_pages
+    #[test]
+    #[ignore]
+    fn bench_deep_pages_with_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = std::sync::Arc::new(Registry::open(&dir.path().join("registry.db")).unwrap());
+        let mut rec = record("guest", "bench", "", 0);
+        rec.logs = vec!["x".repeat(400)];
+        let rows: Vec<_> = (0..100_000u64)
+            .map(|i| {
+                rec.activation_id = format!("{i:032x}");
+                rec.start = 1_700_000_000_000 + i;
+                ActivationRow::new(&rec).unwrap()
+            })
+            .collect();
+        for chunk in rows.chunks(5_000) {
+            reg.insert_activations(chunk).unwrap();
+        }
+        let deep = ActivationFilter {
+            skip: 99_000,
+            ..Default::default()
+        };
+        reg.list_activations("guest", &deep).unwrap();
+        let t = std::time::Instant::now();
+        for _ in 0..20 {
+            assert_eq!(reg.list_activations("guest", &deep).unwrap().len(), 30);
+        }
+        println!("one page at skip=99000: {:?}", t.elapsed() / 20);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..8)
+            .map(|_| {
+                let (reg, stop, deep) = (reg.clone(), stop.clone(), deep.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        reg.list_activations("guest", &deep).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let mut worst = std::time::Duration::ZERO;
+        for i in 0..20 {
+            let t = std::time::Instant::now();
+            reg.put_action(
+                super::super::testutil::spec("guest", &format!("a{i}")),
+                false,
+            )
+            .unwrap();
+            worst = worst.max(t.elapsed());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        readers.into_iter().for_each(|r| r.join().unwrap());
+        println!("slowest of 20 deploys under 8 deep-paging readers: {worst:?}");
+    }
+
     /// Per-insert cost on a real file (WAL, synchronous=NORMAL), with a record the size of a
     /// typical activation. Run: cargo test -p iceboxd --lib --release -- --ignored --nocapture bench_insert
     #[test]
