@@ -17,6 +17,11 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_STATE_DIR", default_value = "./var")]
     pub state_dir: PathBuf,
 
+    /// Start with an empty registry even though this state directory had one (its icebox.db
+    /// is missing or is another directory's); without it, such a start is refused.
+    #[arg(long, env = "ICEBOX_INIT_REGISTRY")]
+    pub init_registry: bool,
+
     /// Memory budget of the keep-alive pool (idle and frozen instances), e.g. 2GiB, 512MiB.
     #[arg(long, env = "ICEBOX_POOL_MEMORY", default_value = "2GiB", value_parser = parse_size)]
     pub pool_memory: u64,

@@ -73,6 +73,7 @@ pub struct Metrics {
     pub reclaims: Family<OutcomeLabel, Counter>,
     pub reclaimed_bytes: Counter,
     pub reclaim_cpu_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
+    pub recorder: crate::recorder::RecorderMetrics,
 }
 
 impl Metrics {
@@ -108,8 +109,16 @@ impl Metrics {
         registry.register("reclaimed_bytes", "Memory freed by reclaims (daemon-measured)", reclaimed_bytes.clone());
         let reclaim_cpu_seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
         registry.register("reclaim_cpu_seconds", "CPU time runtimes spent reclaiming", reclaim_cpu_seconds.clone());
+        let recorder = crate::recorder::RecorderMetrics::default();
+        registry.register(
+            "activations_unwritten",
+            "Activation records held in memory because the registry has not taken them yet",
+            recorder.unwritten.clone(),
+        );
+        registry.register("registry_write_failures", "Failed attempts to write activation records to the registry", recorder.write_failures.clone());
         Metrics {
             registry,
+            recorder,
             reclaims,
             reclaimed_bytes,
             reclaim_cpu_seconds,

@@ -27,7 +27,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     if generated {
         tracing::info!("generated an API key in {}", state_dir.join("auth").display());
     }
-    let registry = Arc::new(Registry::open(&state_dir.join("icebox.db"))?);
+    let registry = Arc::new(crate::registry::open_in_state_dir(&state_dir, cfg.init_registry)?);
     let runtimes_dir = cfg.resolve_runtimes_dir();
     let runtimes = Runtimes::load(&runtimes_dir)
         .with_context(|| format!("loading runtimes from {} (set --runtimes-dir)", runtimes_dir.display()))?;
@@ -97,7 +97,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     tracing::info!("{} action(s) in the registry", actions.len());
     let state: AppState = Arc::new(State {
         registry: registry.clone(),
-        recorder: crate::recorder::Recorder::start(registry.clone()),
+        recorder: crate::recorder::Recorder::start(registry.clone(), metrics.recorder.clone()),
         key,
         pool: pool.clone(),
         events,

@@ -287,6 +287,7 @@ pub async fn invoke(
         state.metrics.rejected.inc();
         return Err(ApiError::too_many(1));
     }
+    state.recorder.admit()?;
     let api_key = headers
         .get(axum::http::header::AUTHORIZATION)
         .map(|_| state.key.as_basic())
