@@ -152,6 +152,14 @@ impl ActionSpec {
         self.annotations.iter().find(|kv| kv.key == key).map(|kv| &kv.value)
     }
 
+    /// Whether the action asked for the node's API key (`__OW_API_KEY`) with OpenWhisk's
+    /// `provide-api-key` annotation. The node key is its admin key, so actions that did not ask
+    /// get none: with network access it could list and change everything on the node.
+    pub fn provides_api_key(&self) -> bool {
+        matches!(self.annotation("provide-api-key"), Some(Value::Bool(true)))
+            || matches!(self.annotation("provide-api-key"), Some(Value::String(s)) if s == "true")
+    }
+
     /// Default parameters overlaid by the invocation's own (invocation wins).
     pub fn merged_parameters(&self, invocation: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
         let mut merged: serde_json::Map<String, Value> =
@@ -169,6 +177,26 @@ mod tests {
 
     fn refusal(l: ActionLimits) -> String {
         l.validate().expect_err("out of range").to_string()
+    }
+
+    #[test]
+    fn the_api_key_goes_only_to_actions_that_ask_for_it() {
+        use serde_json::json;
+        let mut spec = ActionSpec {
+            namespace: "guest".into(),
+            name: "a".into(),
+            exec: Exec { kind: "python:3".into(), code: "x".into(), binary: false, main: None },
+            limits: ActionLimits::default(),
+            parameters: vec![],
+            annotations: vec![],
+            version: "0.0.1".into(),
+            updated: 0,
+        };
+        assert!(!spec.provides_api_key());
+        for (value, provides) in [(json!(true), true), (json!("true"), true), (json!(false), false), (json!(1), false)] {
+            spec.annotations = vec![KeyValue { key: "provide-api-key".into(), value }];
+            assert_eq!(spec.provides_api_key(), provides, "{:?}", spec.annotations);
+        }
     }
 
     #[test]
