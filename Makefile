@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 
-.PHONY: setup build run test test-rust test-runtimes test-functions test-bench bench bench-frozen-garbage clean
+.PHONY: setup build run test test-rust test-runtimes test-functions test-bench bench bench-frozen-garbage soak clean
 
 setup:
 	@scripts/setup.sh
@@ -35,6 +35,11 @@ test-bench:
 
 bench: build
 	python3 bench/node/run_all.py --out docs/performance.md
+
+# Load + faults (docs/reliability.md): e.g. make soak SOAK_ARGS='--clients 20 --duration 30'
+SOAK_ARGS ?=
+soak: build
+	.venv/bin/icebox-bench soak --out runs/soak $(SOAK_ARGS)
 
 bench-frozen-garbage: build
 	.venv/bin/icebox-bench run frozen-garbage --out runs/frozen-garbage

@@ -130,8 +130,8 @@ class MeteredDaemon(Daemon):
         super().__init__(args, log_path=log_path)
         self.group = group
 
-    def argv(self, port: int) -> list[str]:
-        argv = super().argv(port)
+    def argv(self, listen: str) -> list[str]:
+        argv = super().argv(listen)
         return self.group.wrap(argv) if self.group else argv
 
     @property

@@ -5,27 +5,10 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import socket
 import time
 from dataclasses import dataclass
 
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """http.client over an AF_UNIX stream socket; the Host header says `localhost`."""
-
-    def __init__(self, path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.unix_path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
+from icebox_bench.localhttp import UnixHTTPConnection
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,27 @@ from .client import Client, Endpoint, wait_until_connectable
 from .daemon import RUNTIMES, clean_env, remove_tree, temp_dir
 
 
+# An action's memory limit when it sets none (crates/icebox-core/src/action.rs).
+DEFAULT_MEMORY_MB = 256
+
+
+def expand(text: str, runtime_dir: str, memory_mb: int) -> str:
+    """A manifest argument with its placeholders replaced, by the daemon's rule
+    (crates/icebox-sandbox/src/manifest.rs): the heap may take 3/5 of the memory limit."""
+    return (text.replace("{runtime_dir}", runtime_dir)
+            .replace("{memory_mb}", str(memory_mb))
+            .replace("{heap_mb}", str(memory_mb * 3 // 5)))
+
+
 class DirectProxy:
-    def __init__(self, lang: str):
+    """`memory_mb` stands for the limit the daemon would start the proxy under (only the
+    command line sees it: a bare proxy runs in no cgroup)."""
+
+    def __init__(self, lang: str, memory_mb: int = DEFAULT_MEMORY_MB):
         manifest = json.loads((RUNTIMES / lang / "runtime.json").read_text())
         runtime_dir = str(RUNTIMES / lang)
-        self.argv = [a.replace("{runtime_dir}", runtime_dir) for a in manifest["command"]]
-        self.env_extra = {k: str(v).replace("{runtime_dir}", runtime_dir) for k, v in manifest.get("env", {}).items()}
+        self.argv = [expand(a, runtime_dir, memory_mb) for a in manifest["command"]]
+        self.env_extra = {k: expand(str(v), runtime_dir, memory_mb) for k, v in manifest.get("env", {}).items()}
         self.lang = lang
         self.dir = temp_dir(f"icebox-bench-{lang}-")
         self.endpoint = Endpoint.unix(os.path.join(self.dir, "proxy.sock"))

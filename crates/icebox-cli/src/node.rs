@@ -382,6 +382,7 @@ mod tests {
     fn health_says_when_unisolated() {
         let h = Health {
             status: "ok".into(),
+            reason: None,
             version: "0.1.0".into(),
             uptime_s: 192,
             isolation: "none".into(),

@@ -8,7 +8,12 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Health {
+    /// `ok`, or `degraded` when the node serves but something needs an operator (`reason`).
+    /// Degraded is still HTTP 200: a liveness probe that restarted the daemon would lose the
+    /// activation records it holds in memory.
     pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub version: String,
     pub uptime_s: u64,
     /// `crun` (namespaces + cgroups), or `none` when running unprivileged.

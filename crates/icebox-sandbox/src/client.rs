@@ -6,6 +6,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -41,11 +42,27 @@ impl RuntimeReply {
 pub struct RuntimeClient {
     socket: PathBuf,
     idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
+    /// The directory `socket` is reached through, when it is not on the daemon's own
+    /// filesystem; held for the client's life so its fd number always names that directory.
+    _dir: Option<OwnedFd>,
 }
 
 impl RuntimeClient {
     pub fn new(socket: impl Into<PathBuf>) -> Self {
-        RuntimeClient { socket: socket.into(), idle: Mutex::new(Vec::new()) }
+        RuntimeClient { socket: socket.into(), idle: Mutex::new(Vec::new()), _dir: None }
+    }
+
+    /// A client for the socket `name` inside an open directory (e.g. one in another mount
+    /// namespace): connects through `/proc/self/fd/N/name`, as UNIX sockets have no connectat.
+    pub fn in_dir(dir: OwnedFd, name: &str) -> Self {
+        let socket = PathBuf::from(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd()));
+        RuntimeClient { socket, idle: Mutex::new(Vec::new()), _dir: Some(dir) }
+    }
+
+    /// For an instance that died before its socket could be reached: every request fails to
+    /// connect.
+    pub fn unreachable() -> Self {
+        RuntimeClient::new(PathBuf::new())
     }
 
     pub fn socket(&self) -> &Path {

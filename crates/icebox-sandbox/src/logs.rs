@@ -1,20 +1,34 @@
 //! Collects a runtime's stdout/stderr and cuts it into per-activation logs at the sentinel
-//! line the action protocol prints after each activation.
+//! line the action protocol prints after each activation. What the daemon holds for an
+//! instance is bounded whatever the action prints: each line is cut to [`MAX_LINE_BYTES`],
+//! and the lines waiting for an activation to take them (an idle instance may print too) to
+//! [`MAX_LINES`] and [`MAX_BYTES`].
 
+mod line;
+
+use self::line::{Finished, Line};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::Notify;
 
 pub const SENTINEL: &str = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX";
 
 /// Lines kept per activation before the rest is dropped (with a note).
-const MAX_LINES: usize = 10_000;
-const MAX_LINE_BYTES: usize = 16 * 1024;
+pub const MAX_LINES: usize = 10_000;
+/// Bytes kept of one line; the rest of it is dropped (with a note).
+pub const MAX_LINE_BYTES: usize = 16 * 1024;
+/// Bytes of lines kept per activation: OpenWhisk's largest `limits.logs` (10 MB).
+pub const MAX_BYTES: usize = 10 * 1024 * 1024;
+/// Bytes read from a stream at a time.
+const READ_CHUNK: usize = 8 * 1024;
 
 #[derive(Default)]
 struct Inner {
     lines: Vec<String>,
+    /// Bytes of `lines`.
+    bytes: usize,
     truncated: bool,
     /// Sentinels seen per stream (0 = stdout, 1 = stderr).
     sentinels: [u64; 2],
@@ -25,6 +39,8 @@ struct Inner {
 pub struct LogCollector {
     inner: Mutex<Inner>,
     changed: Notify,
+    /// Bytes each stream's pump holds of a line it has not finished.
+    partial: [AtomicUsize; 2],
 }
 
 impl LogCollector {
@@ -33,48 +49,58 @@ impl LogCollector {
     }
 
     /// Read one stream until EOF. `stream` is 0 for stdout, 1 for stderr.
-    pub async fn pump<R: AsyncRead + Unpin>(&self, reader: R, stream: usize) {
-        let name = if stream == 0 { "stdout" } else { "stderr" };
-        let mut reader = BufReader::new(reader);
-        let mut buf = Vec::new();
+    pub async fn pump<R: AsyncRead + Unpin>(&self, mut reader: R, stream: usize) {
+        let mut chunk = vec![0u8; READ_CHUNK];
+        let mut line = Line::new(MAX_LINE_BYTES);
         loop {
-            buf.clear();
-            match reader.read_until(b'\n', &mut buf).await {
+            let mut rest = match reader.read(&mut chunk).await {
                 Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            let text = String::from_utf8_lossy(&buf);
-            let line = text.trim_end_matches(['\n', '\r']);
-            // Output without a final newline puts the sentinel at the end of its last line.
-            let (line, ends_activation) = match line.strip_suffix(SENTINEL) {
-                Some(prefix) => (prefix, true),
-                None => (line, false),
+                Ok(n) => &chunk[..n],
             };
-            let mut inner = self.inner.lock().unwrap();
-            if line.is_empty() && ends_activation {
-                // Sentinel alone on its line: nothing to keep.
-            } else if inner.lines.len() >= MAX_LINES {
-                inner.truncated = true;
-            } else {
-                let mut line = line.to_string();
-                if line.len() > MAX_LINE_BYTES {
-                    let mut cut = MAX_LINE_BYTES;
-                    while !line.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    line.truncate(cut);
-                }
-                let ts = humantime::format_rfc3339_millis(SystemTime::now());
-                inner.lines.push(format!("{ts} {name}: {line}"));
+            while let Some(end) = rest.iter().position(|b| *b == b'\n') {
+                line.push(&rest[..end]);
+                self.add(line.finish(), stream);
+                rest = &rest[end + 1..];
             }
-            if ends_activation {
-                inner.sentinels[stream] += 1;
-            }
-            drop(inner);
-            self.changed.notify_waiters();
+            line.push(rest);
+            self.partial[stream].store(line.buffered(), Ordering::Relaxed);
         }
+        // Output that ends without a newline still counts as a line.
+        if !line.is_empty() {
+            self.add(line.finish(), stream);
+        }
+        self.partial[stream].store(0, Ordering::Relaxed);
         self.inner.lock().unwrap().closed[stream] = true;
         self.changed.notify_waiters();
+    }
+
+    fn add(&self, line: Finished, stream: usize) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.truncated |= line.cut;
+        if line.text.is_empty() && line.ends_activation {
+            // Sentinel alone on its line: nothing to keep.
+        } else {
+            let ts = humantime::format_rfc3339_millis(SystemTime::now());
+            let name = if stream == 0 { "stdout" } else { "stderr" };
+            let entry = format!("{ts} {name}: {}", line.text);
+            if inner.lines.len() >= MAX_LINES || inner.bytes + entry.len() > MAX_BYTES {
+                inner.truncated = true;
+            } else {
+                inner.bytes += entry.len();
+                inner.lines.push(entry);
+            }
+        }
+        if line.ends_activation {
+            inner.sentinels[stream] += 1;
+        }
+        drop(inner);
+        self.changed.notify_waiters();
+    }
+
+    /// Bytes of output held now: lines not yet taken, and the lines the pumps are reading.
+    pub fn buffered_bytes(&self) -> usize {
+        let partial: usize = self.partial.iter().map(|p| p.load(Ordering::Relaxed)).sum();
+        self.inner.lock().unwrap().bytes + partial
     }
 
     /// Sentinel counts now; pass them to [`Self::take_after`] to wait for the next ones.
@@ -106,8 +132,11 @@ impl LogCollector {
     pub fn take(&self) -> Vec<String> {
         let mut inner = self.inner.lock().unwrap();
         let mut lines = std::mem::take(&mut inner.lines);
+        inner.bytes = 0;
         if std::mem::take(&mut inner.truncated) {
-            lines.push(format!("Logs were truncated: more than {MAX_LINES} lines."));
+            lines.push(format!(
+                "Logs were truncated: at most {MAX_LINE_BYTES} bytes of a line, {MAX_LINES} lines and {MAX_BYTES} bytes are kept."
+            ));
         }
         lines
     }
@@ -132,6 +161,148 @@ mod tests {
         assert!(lines.iter().any(|l| l.ends_with(" stderr: oops")));
         assert_eq!(c.marks(), [2, 2]);
         assert!(c.take().is_empty());
+    }
+
+    /// Counts the heap bytes each thread holds live: what the collector holds, whatever holds
+    /// it inside, measured on the test's own thread (`#[tokio::test]` runs everything there)
+    /// so the other tests of this binary do not count.
+    mod heap {
+        use std::alloc::{GlobalAlloc, Layout, System};
+        use std::cell::Cell;
+
+        thread_local! {
+            static LIVE: Cell<isize> = const { Cell::new(0) };
+        }
+
+        fn count(delta: isize) {
+            // Not available while a thread is being torn down: nothing to measure then.
+            let _ = LIVE.try_with(|live| live.set(live.get() + delta));
+        }
+
+        struct Counting;
+
+        // SAFETY: every call is forwarded to the system allocator unchanged.
+        unsafe impl GlobalAlloc for Counting {
+            unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+                let p = System.alloc(layout);
+                if !p.is_null() {
+                    count(layout.size() as isize);
+                }
+                p
+            }
+            unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+                System.dealloc(p, layout);
+                count(-(layout.size() as isize));
+            }
+            unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+                let q = System.realloc(p, layout, new_size);
+                if !q.is_null() {
+                    count(new_size as isize - layout.size() as isize);
+                }
+                q
+            }
+        }
+
+        #[global_allocator]
+        static COUNTING: Counting = Counting;
+
+        pub fn live() -> isize {
+            LIVE.with(Cell::get)
+        }
+    }
+
+    /// `len` bytes without a newline, then the sentinel ending that line: made as they are
+    /// read, never held. At each read it notes the most the heap and the collector held.
+    struct Flood {
+        left: u64,
+        end: &'static [u8],
+        collector: std::sync::Arc<LogCollector>,
+        heap_base: isize,
+        peak_heap: isize,
+        peak_buffered: usize,
+    }
+
+    impl AsyncRead for Flood {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let me = self.get_mut();
+            me.peak_heap = me.peak_heap.max(heap::live() - me.heap_base);
+            me.peak_buffered = me.peak_buffered.max(me.collector.buffered_bytes());
+            if me.left > 0 {
+                let n = buf.remaining().min(me.left as usize);
+                buf.initialize_unfilled_to(n).fill(b'x');
+                buf.advance(n);
+                me.left -= n as u64;
+            } else {
+                let n = buf.remaining().min(me.end.len());
+                buf.put_slice(&me.end[..n]);
+                me.end = &me.end[n..];
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_gigabyte_without_newline_is_held_in_bounded_memory_and_ends_at_its_sentinel() {
+        const GIB: u64 = 1 << 30;
+        let c = std::sync::Arc::new(LogCollector::new());
+        let end = format!("{SENTINEL}\n").leak().as_bytes();
+        let mut flood = Flood {
+            left: GIB,
+            end,
+            collector: c.clone(),
+            heap_base: heap::live(),
+            peak_heap: 0,
+            peak_buffered: 0,
+        };
+        let marks = c.marks();
+        c.pump(&mut flood, 0).await;
+
+        assert!(
+            flood.peak_heap < 1 << 20,
+            "reading 1 GiB without a newline held {} bytes",
+            flood.peak_heap
+        );
+        assert!(
+            flood.peak_buffered < 64 << 10,
+            "the collector held {} bytes",
+            flood.peak_buffered
+        );
+        assert_eq!(
+            c.marks(),
+            [marks[0] + 1, marks[1]],
+            "the sentinel at the end of the line ends the activation"
+        );
+        let lines = c.take();
+        assert_eq!(lines.len(), 2, "the cut line and one note");
+        assert!(lines[0].ends_with(&"x".repeat(MAX_LINE_BYTES)) && !lines[0].contains(SENTINEL));
+        assert!(lines[0].len() < MAX_LINE_BYTES + 64);
+        assert!(lines[1].starts_with("Logs were truncated"));
+        assert_eq!(c.buffered_bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn lines_waiting_for_an_activation_are_capped_in_bytes() {
+        let c = LogCollector::new();
+        // An idle instance printing long lines: far fewer than MAX_LINES, far more than MAX_BYTES.
+        let line = format!("{}\n", "y".repeat(MAX_LINE_BYTES));
+        let out = line.repeat(2 * MAX_BYTES / MAX_LINE_BYTES);
+        c.pump(out.as_bytes(), 0).await;
+        assert!(c.buffered_bytes() <= MAX_BYTES);
+        let lines = c.take();
+        assert!(lines.len() < MAX_BYTES / MAX_LINE_BYTES + 1);
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.starts_with("Logs were truncated"))
+                .count(),
+            1
+        );
+        assert!(lines.last().unwrap().starts_with("Logs were truncated"));
+        assert_eq!(c.buffered_bytes(), 0);
     }
 
     #[tokio::test]

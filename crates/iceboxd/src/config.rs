@@ -21,6 +21,11 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_STATE_DIR", default_value = "./var")]
     pub state_dir: PathBuf,
 
+    /// Start with an empty registry even though this state directory had one (its icebox.db
+    /// is missing or is another directory's); without it, such a start is refused.
+    #[arg(long, env = "ICEBOX_INIT_REGISTRY")]
+    pub init_registry: bool,
+
     /// Memory budget of the keep-alive pool (idle and frozen instances), e.g. 2GiB, 512MiB.
     #[arg(long, env = "ICEBOX_POOL_MEMORY", default_value = "2GiB", value_parser = parse_size)]
     pub pool_memory: u64,
@@ -115,6 +120,30 @@ pub struct Config {
     /// leave them to be re-read from disk), or off.
     #[arg(long, env = "ICEBOX_LIBRARY_PAGEOUT", default_value = "keep-cached")]
     pub library_pageout: icebox_policy::LibraryPageout,
+
+    /// Time a client has to send a request's headers; also how long an idle keep-alive
+    /// connection stays open (slow or silent clients cannot hold connections forever).
+    #[arg(long, env = "ICEBOX_HEADER_TIMEOUT", default_value = "20s", value_parser = humantime::parse_duration)]
+    pub header_timeout: Duration,
+
+    /// Time a client has to send a request's body once its headers are in.
+    #[arg(long, env = "ICEBOX_BODY_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub body_timeout: Duration,
+
+    /// Open client connections at most; beyond it the longest-idle one is closed to make room
+    /// (a busy one never is), so authenticated clients keep being served under a flood.
+    #[arg(long, env = "ICEBOX_MAX_CONNECTIONS", default_value_t = 2048)]
+    pub max_connections: usize,
+
+    /// Request-body bytes held in memory across all connections; beyond it requests wait for
+    /// room (up to the body timeout), then get 503.
+    #[arg(long, env = "ICEBOX_MAX_BUFFERED", default_value = "256MiB", value_parser = parse_size)]
+    pub max_buffered: u64,
+
+    /// On SIGTERM/SIGINT, how long open requests may finish before their connections are
+    /// dropped and every instance is removed.
+    #[arg(long, env = "ICEBOX_SHUTDOWN_GRACE", default_value = "3s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
 
     /// Log format: text or json.
     #[arg(long, env = "ICEBOX_LOG_FORMAT", default_value = "text")]

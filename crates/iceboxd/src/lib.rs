@@ -5,12 +5,14 @@
 pub(crate) mod api;
 pub(crate) mod auth;
 pub mod config;
+pub(crate) mod detach;
 pub(crate) mod events;
 pub(crate) mod invoker;
 pub(crate) mod metrics;
 pub(crate) mod pool;
 pub(crate) mod recorder;
 pub(crate) mod registry;
+pub(crate) mod serve;
 pub mod server;
 pub(crate) mod state;
 

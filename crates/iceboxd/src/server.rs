@@ -27,7 +27,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     if generated {
         tracing::info!("generated an API key in {}", state_dir.join("auth").display());
     }
-    let registry = Arc::new(Registry::open(&state_dir.join("icebox.db"))?);
+    let registry = Arc::new(crate::registry::open_in_state_dir(&state_dir, cfg.init_registry)?);
     let runtimes_dir = cfg.resolve_runtimes_dir();
     let runtimes = Runtimes::load(&runtimes_dir)
         .with_context(|| format!("loading runtimes from {} (set --runtimes-dir)", runtimes_dir.display()))?;
@@ -59,7 +59,10 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     };
     desiccant.validate().map_err(|e| anyhow::anyhow!("invalid reclaim settings: {e}"))?;
     let events = Arc::new(EventBus::new());
-    let metrics = Arc::new(Metrics::new());
+    let connections = Arc::new(crate::serve::ConnectionStats::default());
+    let mut metrics = Metrics::new();
+    metrics.registry.register_collector(Box::new(crate::serve::ConnectionCollector(connections.clone())));
+    let metrics = Arc::new(metrics);
     let api_host = match cfg.listen.strip_prefix("unix:") {
         Some(_) => String::new(),
         None => format!("http://{}", cfg.listen),
@@ -94,14 +97,15 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     tracing::info!("{} action(s) in the registry", actions.len());
     let state: AppState = Arc::new(Node {
         registry: registry.clone(),
-        recorder: crate::recorder::Recorder::start(registry.clone()),
+        recorder: crate::recorder::Recorder::start(registry.clone(), metrics.recorder.clone()),
         key,
         pool: pool.clone(),
         events,
         metrics,
         actions: RwLock::new(actions),
         started: Instant::now(),
-        max_payload: cfg.max_payload as usize,
+        body: crate::api::BodyLimits::new(cfg.max_payload as usize, cfg.body_timeout, cfg.max_buffered),
+        connections,
     });
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -119,21 +123,28 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         shutdown_signal().await;
         tracing::info!("shutting down: removing every instance");
     };
-    match cfg.listen.strip_prefix("unix:") {
+    let limits = crate::serve::ServeLimits {
+        header_timeout: cfg.header_timeout,
+        max_connections: connection_cap(cfg.max_connections),
+        shutdown_grace: cfg.shutdown_grace,
+    };
+    let listener = match cfg.listen.strip_prefix("unix:") {
         Some(path) => {
             let _ = std::fs::remove_file(path);
-            let listener = tokio::net::UnixListener::bind(path).with_context(|| format!("cannot listen on unix:{path}"))?;
+            let listener = tokio::net::UnixListener::bind(path)
+                .with_context(|| format!("cannot listen on unix:{path}"))?;
             tracing::info!("iceboxd listening on unix:{path}");
-            axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+            crate::serve::Listener::Unix(listener)
         }
         None => {
             let listener = tokio::net::TcpListener::bind(&cfg.listen)
                 .await
                 .with_context(|| format!("cannot listen on {}", cfg.listen))?;
             tracing::info!("iceboxd listening on http://{}", listener.local_addr()?);
-            axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+            crate::serve::Listener::Tcp(listener)
         }
-    }
+    };
+    crate::serve::serve(listener, app, limits, state.connections.clone(), shutdown).await;
     let _ = stop_tx.send(true);
     pool.shutdown().await;
     state.recorder.flush_and_stop();
@@ -170,6 +181,40 @@ async fn prune_loop(registry: Arc<Registry>, keep: usize, max_age: Duration, mut
             _ = stop.changed() => return,
         }
     }
+}
+
+/// The connection cap, lowered when the open-file limit cannot hold it next to what instances
+/// need (pipes, pidfds and sockets per instance, SQLite). The soft limit is raised to the hard
+/// one first: the default soft limit (1024) is far below what a busy node needs.
+fn connection_cap(wanted: usize) -> usize {
+    const RESERVED_FDS: u64 = 1024;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on our own process with a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return wanted;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+    }
+    let room = lim.rlim_cur.saturating_sub(RESERVED_FDS).max(16) as usize;
+    if room < wanted {
+        tracing::warn!(
+            "--max-connections {wanted} lowered to {room}: the open-file limit is {}",
+            lim.rlim_cur
+        );
+    }
+    wanted.min(room)
 }
 
 /// One daemon per state directory: a second one would clean up the first one's instances.

@@ -23,7 +23,10 @@ pub struct Node {
     /// Actions by (namespace, name): the warm path must not read code out of SQLite.
     pub actions: RwLock<HashMap<(String, String), Arc<ActionSpec>>>,
     pub started: Instant,
-    pub max_payload: usize,
+    /// Request-body limits (size, time, node-wide byte budget).
+    pub body: crate::api::BodyLimits,
+    /// Open/evicted/refused client connections, for /metrics.
+    pub connections: Arc<crate::serve::ConnectionStats>,
 }
 
 impl Node {

@@ -34,17 +34,23 @@ impl Daemon {
         Self::start_on(&StateDir::new(), extra)
     }
 
+    /// A daemon whose open-file limit (soft and hard) is `nofile`, as on a host with a low
+    /// default: what a flood of connections must not exhaust.
+    pub fn start_with_nofile(nofile: u64, extra: &[&str]) -> Daemon {
+        Self::launch(&StateDir::new(), &paths::runtimes_dir(), extra, Some(nofile))
+    }
+
     /// A daemon on an existing state directory (a restart).
     pub fn start_on(state: &StateDir, extra: &[&str]) -> Daemon {
-        Self::launch(state, &paths::runtimes_dir(), extra)
+        Self::launch(state, &paths::runtimes_dir(), extra, None)
     }
 
     /// A daemon with another runtimes directory (e.g. a fixture runtime).
     pub fn start_with_runtimes(runtimes_dir: &std::path::Path, extra: &[&str]) -> Daemon {
-        Self::launch(&StateDir::new(), runtimes_dir, extra)
+        Self::launch(&StateDir::new(), runtimes_dir, extra, None)
     }
 
-    fn launch(state: &StateDir, runtimes_dir: &std::path::Path, extra: &[&str]) -> Daemon {
+    fn launch(state: &StateDir, runtimes_dir: &std::path::Path, extra: &[&str], nofile: Option<u64>) -> Daemon {
         let iceboxd = paths::binary("iceboxd");
         paths::binary("icebox");
         // A free port may be taken by another test between our probe and the daemon's bind.
@@ -62,6 +68,19 @@ impl Daemon {
                 .arg(runtimes_dir)
                 .args(extra);
             clear_icebox_env(&mut cmd);
+            if let Some(limit) = nofile {
+                use std::os::unix::process::CommandExt;
+                // SAFETY: setrlimit only, between fork and exec.
+                unsafe {
+                    cmd.pre_exec(move || {
+                        let lim = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+                        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+            }
             let out = std::fs::File::create(&log).expect("creating the daemon log");
             cmd.env("NO_COLOR", "1")
                 .env("ICEBOX_LOG", "info,iceboxd=debug")

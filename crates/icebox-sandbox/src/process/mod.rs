@@ -6,6 +6,7 @@ mod crun;
 mod oci;
 mod pidfd;
 mod sandbox;
+mod socket_dir;
 
 pub use self::crun::Crun;
 pub use self::oci::{SANDBOX_GID, SANDBOX_UID};
@@ -19,7 +20,6 @@ use crate::sandbox::{InstanceSpec, Sandbox, SandboxBackend, SandboxError};
 use anyhow::Context;
 use async_trait::async_trait;
 use std::ffi::CString;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -113,13 +113,9 @@ impl ProcessBackend {
         };
         let cgroup = cgroups.create(&format!("{}/{}", self.cgroup_parent, spec.id), &limits)?;
 
-        let socket_dir = dir.join("sock");
-        std::fs::create_dir_all(&socket_dir)?;
-        std::os::unix::fs::chown(&socket_dir, Some(SANDBOX_UID), Some(SANDBOX_GID))?;
-        std::fs::set_permissions(&socket_dir, std::fs::Permissions::from_mode(0o700))?;
         let bundle = dir.join("bundle");
         std::fs::create_dir_all(&bundle)?;
-        let config = oci::config(spec, &self.rootfs.to_string_lossy(), &socket_dir.to_string_lossy());
+        let config = oci::config(spec, &self.rootfs.to_string_lossy());
         std::fs::write(bundle.join("config.json"), serde_json::to_vec(&config).map_err(anyhow::Error::from)?)?;
 
         let (out_rx, out_tx) = pipe()?;
@@ -152,11 +148,21 @@ impl ProcessBackend {
             .parse()
             .map_err(|e| SandboxError::StartFailed(format!("bad crun pid file: {e}")))?;
         let exit_fd = pidfd::open(pid)?;
+        let client = match socket_dir::open(pid, &exit_fd) {
+            Ok(socket_dir) => RuntimeClient::in_dir(socket_dir, oci::SOCKET_NAME),
+            // Died at once: `start` reports its exit with its output.
+            Err(_) if pidfd::has_exited(&exit_fd) => RuntimeClient::unreachable(),
+            Err(e) => {
+                let _ = cgroup.remove();
+                sandbox::crun_delete(crun, &spec.id).await;
+                return Err(SandboxError::StartFailed(format!("cannot open the instance's socket directory: {e}")));
+            }
+        };
 
         let sandbox = ProcessSandbox::new(
             spec.id.clone(),
             dir.to_path_buf(),
-            RuntimeClient::new(socket_dir.join("proxy.sock")),
+            client,
             Arc::new(LogCollector::new()),
             pid,
             Isolation::Crun { cgroup, crun: crun.clone() },

@@ -1,6 +1,7 @@
 //! The OCI runtime spec (config.json) crun runs an instance with: every namespace but user,
 //! no capabilities, no_new_privs, a deny-list seccomp filter, an unprivileged uid, a read-only
-//! view of the host's /usr and /etc, and a private size-limited /tmp.
+//! view of the host's /usr and /etc, and private size-limited tmpfs mounts for /tmp and for
+//! the proxy socket's directory: nothing of the host is writable from inside.
 
 use crate::sandbox::InstanceSpec;
 use serde_json::{json, Value};
@@ -8,6 +9,7 @@ use serde_json::{json, Value};
 /// Where the runtime directory and the instance's socket directory appear inside.
 pub const RUNTIME_MOUNT: &str = "/opt/icebox/runtime";
 pub const SOCKET_DIR_INSIDE: &str = "/run/icebox";
+pub const SOCKET_NAME: &str = "proxy.sock";
 pub const SOCKET_INSIDE: &str = "/run/icebox/proxy.sock";
 
 /// nobody:nogroup on Debian.
@@ -28,7 +30,7 @@ const DENIED_SYSCALLS: &[&str] = &[
     "uselib", "userfaultfd", "ustat", "vhangup", "vm86", "vm86old",
 ];
 
-pub fn config(spec: &InstanceSpec, rootfs: &str, socket_dir: &str) -> Value {
+pub fn config(spec: &InstanceSpec, rootfs: &str) -> Value {
     let mut env = vec![
         "PATH=/usr/local/bin:/usr/bin:/bin".to_string(),
         "HOME=/tmp".to_string(),
@@ -53,9 +55,11 @@ pub fn config(spec: &InstanceSpec, rootfs: &str, socket_dir: &str) -> Value {
         namespaces.push(json!({"type": "network"}));
     }
 
+    // Recursive flags: a plain "ro" would leave any writable mount below the source (say a
+    // tmpfs under /etc) writable inside.
     let ro_bind = |dest: &str, src: &str| {
         json!({"destination": dest, "type": "bind", "source": src,
-               "options": ["rbind", "ro", "nosuid", "nodev"]})
+               "options": ["rbind", "rro", "rnosuid", "rnodev"]})
     };
     let mounts = vec![
         json!({"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]}),
@@ -68,8 +72,12 @@ pub fn config(spec: &InstanceSpec, rootfs: &str, socket_dir: &str) -> Value {
         ro_bind("/usr", "/usr"),
         ro_bind("/etc", "/etc"),
         ro_bind(RUNTIME_MOUNT, &spec.runtime.dir.to_string_lossy()),
-        json!({"destination": SOCKET_DIR_INSIDE, "type": "bind", "source": socket_dir,
-               "options": ["rbind", "rw", "nosuid", "nodev", "noexec"]}),
+        // The socket directory only holds the proxy's socket, yet the action runs as its
+        // owner: a tmpfs this small (charged to the instance's memory cgroup) is all it can
+        // fill. The daemon reaches the socket through the instance's root (socket_dir.rs).
+        json!({"destination": SOCKET_DIR_INSIDE, "type": "tmpfs", "source": "tmpfs",
+               "options": ["nosuid", "nodev", "noexec", "mode=0700", format!("uid={SANDBOX_UID}"),
+                           format!("gid={SANDBOX_GID}"), "size=64k", "nr_inodes=16"]}),
     ];
 
     json!({

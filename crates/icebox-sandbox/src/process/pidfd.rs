@@ -1,7 +1,7 @@
 //! Waiting for a process that is not our child (crun detaches; the instance's init is
 //! reparented), via a pidfd that becomes readable when the process exits.
 
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use tokio::io::unix::AsyncFd;
 
 pub fn open(pid: u32) -> std::io::Result<OwnedFd> {
@@ -12,6 +12,17 @@ pub fn open(pid: u32) -> std::io::Result<OwnedFd> {
     }
     // SAFETY: the kernel just returned this fd to us; nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Whether the process is gone already (a pidfd polls readable once it exited).
+pub fn has_exited(fd: &OwnedFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout.
+    unsafe { libc::poll(&mut poll, 1, 0) == 1 }
 }
 
 pub async fn wait_exit(fd: OwnedFd) {

@@ -111,13 +111,13 @@ pub fn action_json(spec: &ActionSpec, with_code: bool) -> Value {
 fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     let bytes = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(state.max_payload)
+            ApiError::too_large(state.body.max_payload)
         } else {
             ApiError::bad_request(format!("cannot read the request body: {e}"))
         }
     })?;
-    if bytes.len() > state.max_payload {
-        return Err(ApiError::too_large(state.max_payload));
+    if bytes.len() > state.body.max_payload {
+        return Err(ApiError::too_large(state.body.max_payload));
     }
     Ok(bytes)
 }
@@ -283,6 +283,7 @@ pub async fn invoke(
             _ => return Err(ApiError::bad_request("The request content was malformed: parameters must be a JSON object.")),
         }
     };
+    state.recorder.admit()?;
     // The one queue check: a full queue answers 429 here, blocking or not.
     let ticket = invoker::admit(&state, &action)?;
     let api_key = headers

@@ -51,6 +51,13 @@ pub async fn list(State(state): State<AppState>, Path(namespace): Path<String>, 
     Ok(Json(Value::Array(items)))
 }
 
+/// Invocations refused while unwritten records are at their bound: 503, retry later.
+impl From<crate::recorder::Backlogged> for ApiError {
+    fn from(e: crate::recorder::Backlogged) -> Self {
+        ApiError { status: axum::http::StatusCode::SERVICE_UNAVAILABLE, message: e.to_string(), retry_after: Some(5) }
+    }
+}
+
 async fn fetch(state: &AppState, namespace: &str, id: &str) -> Result<ActivationRecord, ApiError> {
     let namespace = resolve_namespace(state, namespace)?;
     if let Some(record) = state.recorder.pending(&namespace, id) {

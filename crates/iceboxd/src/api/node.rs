@@ -17,8 +17,10 @@ use tokio_stream::wrappers::BroadcastStream;
 
 pub async fn health(State(state): State<AppState>) -> Json<Health> {
     let backend = state.pool.backend();
+    let reason = state.recorder.degraded();
     Json(Health {
-        status: "ok".into(),
+        status: if reason.is_some() { "degraded" } else { "ok" }.into(),
+        reason,
         version: env!("CARGO_PKG_VERSION").into(),
         uptime_s: state.started.elapsed().as_secs(),
         isolation: backend.name().into(),

@@ -61,11 +61,11 @@ impl Registry {
         namespace: &str,
         name: &str,
     ) -> Result<Option<ActionSpec>, RegistryError> {
-        let conn = self.conn();
-        let json: Option<String> = conn
-            .prepare_cached("SELECT spec FROM actions WHERE namespace = ?1 AND name = ?2")?
-            .query_row(params![namespace, name], |r| r.get(0))
-            .optional()?;
+        let json: Option<String> = self.read(|conn| {
+            conn.prepare_cached("SELECT spec FROM actions WHERE namespace = ?1 AND name = ?2")?
+                .query_row(params![namespace, name], |r| r.get(0))
+                .optional()
+        })?;
         json.map(|j| decode("action", &j)).transpose()
     }
 
@@ -77,19 +77,20 @@ impl Registry {
         limit: usize,
         skip: usize,
     ) -> Result<Vec<ActionSpec>, RegistryError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT spec FROM actions WHERE namespace = ?1 ORDER BY name LIMIT ?2 OFFSET ?3",
-        )?;
-        let rows = stmt.query_map(
-            params![
-                namespace,
-                to_sql_int(effective_limit(limit)),
-                to_sql_int(skip)
-            ],
-            |r| r.get::<_, String>(0),
-        )?;
-        rows.map(|j| decode("action", &j?)).collect()
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT spec FROM actions WHERE namespace = ?1 ORDER BY name LIMIT ?2 OFFSET ?3",
+            )?;
+            let rows = stmt.query_map(
+                params![
+                    namespace,
+                    to_sql_int(effective_limit(limit)),
+                    to_sql_int(skip)
+                ],
+                |r| r.get::<_, String>(0),
+            )?;
+            rows.map(|j| decode("action", &j?)).collect()
+        })
     }
 
     /// Removes an action, returning what was stored.
@@ -110,10 +111,12 @@ impl Registry {
 
     /// Every action of every namespace, ordered by namespace then name (for start-up).
     pub fn all_actions(&self) -> Result<Vec<ActionSpec>, RegistryError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached("SELECT spec FROM actions ORDER BY namespace, name")?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-        rows.map(|j| decode("action", &j?)).collect()
+        self.read(|conn| {
+            let mut stmt =
+                conn.prepare_cached("SELECT spec FROM actions ORDER BY namespace, name")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.map(|j| decode("action", &j?)).collect()
+        })
     }
 }
 

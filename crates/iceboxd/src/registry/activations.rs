@@ -4,7 +4,8 @@ use super::{
     decode, effective_limit, encode, to_sql_int, Registry, RegistryError, DEFAULT_LIST_LIMIT,
 };
 use icebox_core::ActivationRecord;
-use rusqlite::{params, ErrorCode, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
+use std::borrow::Borrow;
 
 /// Query for [`Registry::list_activations`], mirroring `GET /namespaces/{ns}/activations`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,45 +33,93 @@ impl Default for ActivationFilter {
     }
 }
 
+/// An activation record ready to store: its indexed fields and its JSON (encoded once, when
+/// the record is taken in, so the writer and the memory bound see the same bytes).
+#[derive(Debug, Clone)]
+pub struct ActivationRow {
+    pub activation_id: String,
+    pub namespace: String,
+    pub name: String,
+    pub start: u64,
+    pub json: String,
+}
+
+impl ActivationRow {
+    pub fn new(rec: &ActivationRecord) -> Result<ActivationRow, RegistryError> {
+        Ok(ActivationRow {
+            activation_id: rec.activation_id.clone(),
+            namespace: rec.namespace.clone(),
+            name: rec.name.clone(),
+            start: rec.start,
+            json: encode(rec)?,
+        })
+    }
+
+    pub fn record(&self) -> Result<ActivationRecord, RegistryError> {
+        decode("activation", &self.json)
+    }
+}
+
+const INSERT: &str = "INSERT INTO activations (activation_id, namespace, name, start, record)
+     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (activation_id) DO NOTHING";
+
 // Ties on `start` fall back to insertion order (seq), so paging is stable and the latest write
-// of a millisecond comes first. Both orderings are served by the indexes' implicit rowid.
-const LIST_ALL: &str = "SELECT record FROM activations
-     WHERE namespace = ?1 AND start BETWEEN ?2 AND ?3
-     ORDER BY start DESC, seq DESC LIMIT ?4 OFFSET ?5";
-const LIST_BY_NAME: &str = "SELECT record FROM activations
-     WHERE namespace = ?1 AND name = ?6 AND start BETWEEN ?2 AND ?3
-     ORDER BY start DESC, seq DESC LIMIT ?4 OFFSET ?5";
+// of a millisecond comes first. The inner query pages over an index alone (namespace, [name,]
+// start, and the rowid seq), so a deep `skip` never reads the records it steps over; only the
+// page's own rows are fetched.
+const LIST_ALL: &str = "SELECT a.record FROM activations a JOIN
+       (SELECT seq FROM activations
+         WHERE namespace = ?1 AND start BETWEEN ?2 AND ?3
+         ORDER BY start DESC, seq DESC LIMIT ?4 OFFSET ?5) page ON a.seq = page.seq
+     ORDER BY a.start DESC, a.seq DESC";
+const LIST_BY_NAME: &str = "SELECT a.record FROM activations a JOIN
+       (SELECT seq FROM activations
+         WHERE namespace = ?1 AND name = ?6 AND start BETWEEN ?2 AND ?3
+         ORDER BY start DESC, seq DESC LIMIT ?4 OFFSET ?5) page ON a.seq = page.seq
+     ORDER BY a.start DESC, a.seq DESC";
 
 impl Registry {
-    /// Stores one record. Called once per invocation, so it is a single cached statement.
-    /// A second record with the same activation id is a conflict.
+    /// Stores one record. A second record with the same activation id is a conflict.
     pub fn insert_activation(&self, rec: &ActivationRecord) -> Result<(), RegistryError> {
-        let json = encode(rec)?;
-        let conn = self.conn();
-        let result = conn
-            .prepare_cached(
-                "INSERT INTO activations (activation_id, namespace, name, start, record)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![
-                rec.activation_id,
-                rec.namespace,
-                rec.name,
-                to_sql_int(rec.start),
-                json
-            ]);
-        match result {
-            Ok(_) => Ok(()),
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == ErrorCode::ConstraintViolation =>
-            {
-                Err(RegistryError::Conflict(format!(
-                    "activation {} already exists",
-                    rec.activation_id
-                )))
-            }
-            Err(e) => Err(e.into()),
+        let row = ActivationRow::new(rec)?;
+        match self
+            .insert_activations(std::slice::from_ref(&row))?
+            .as_slice()
+        {
+            [] => Ok(()),
+            _ => Err(RegistryError::Conflict(format!(
+                "activation {} already exists",
+                rec.activation_id
+            ))),
         }
+    }
+
+    /// Stores a batch in one transaction: all of it or, on error, none of it (so the caller
+    /// can keep the batch and retry). Returns the ids that were already stored and skipped.
+    pub fn insert_activations<R: Borrow<ActivationRow>>(
+        &self,
+        rows: &[R],
+    ) -> Result<Vec<String>, RegistryError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let mut duplicates = Vec::new();
+        {
+            let mut stmt = tx.prepare_cached(INSERT)?;
+            for row in rows.iter().map(Borrow::borrow) {
+                let inserted = stmt.execute(params![
+                    row.activation_id,
+                    row.namespace,
+                    row.name,
+                    to_sql_int(row.start),
+                    row.json
+                ])?;
+                if inserted == 0 {
+                    duplicates.push(row.activation_id.clone());
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(duplicates)
     }
 
     pub fn get_activation(
@@ -78,13 +127,13 @@ impl Registry {
         namespace: &str,
         id: &str,
     ) -> Result<Option<ActivationRecord>, RegistryError> {
-        let conn = self.conn();
-        let json: Option<String> = conn
-            .prepare_cached(
+        let json: Option<String> = self.read(|conn| {
+            conn.prepare_cached(
                 "SELECT record FROM activations WHERE activation_id = ?1 AND namespace = ?2",
             )?
             .query_row(params![id, namespace], |r| r.get(0))
-            .optional()?;
+            .optional()
+        })?;
         json.map(|j| decode("activation", &j)).transpose()
     }
 
@@ -98,29 +147,21 @@ impl Registry {
         let upto = f.upto.map_or(i64::MAX, to_sql_int);
         let limit = to_sql_int(effective_limit(f.limit));
         let skip = to_sql_int(f.skip);
-        let conn = self.conn();
-        let mut out = Vec::new();
-        let mut push = |json: String| -> Result<(), RegistryError> {
-            out.push(decode("activation", &json)?);
-            Ok(())
-        };
-        match &f.name {
-            None => {
-                let mut stmt = conn.prepare_cached(LIST_ALL)?;
-                let mut rows = stmt.query(params![namespace, since, upto, limit, skip])?;
-                while let Some(row) = rows.next()? {
-                    push(row.get(0)?)?;
-                }
+        let rows: Vec<String> = self.read(|conn| -> rusqlite::Result<Vec<String>> {
+            match &f.name {
+                None => conn
+                    .prepare_cached(LIST_ALL)?
+                    .query_map(params![namespace, since, upto, limit, skip], |r| r.get(0))?
+                    .collect(),
+                Some(name) => conn
+                    .prepare_cached(LIST_BY_NAME)?
+                    .query_map(params![namespace, since, upto, limit, skip, name], |r| {
+                        r.get(0)
+                    })?
+                    .collect(),
             }
-            Some(name) => {
-                let mut stmt = conn.prepare_cached(LIST_BY_NAME)?;
-                let mut rows = stmt.query(params![namespace, since, upto, limit, skip, name])?;
-                while let Some(row) = rows.next()? {
-                    push(row.get(0)?)?;
-                }
-            }
-        }
-        Ok(out)
+        })?;
+        rows.iter().map(|json| decode("activation", json)).collect()
     }
 
     /// Bounded retention across all namespaces: deletes activations that started more than
@@ -351,6 +392,115 @@ mod tests {
             .list_activations("guest", &ActivationFilter::default())
             .unwrap());
         assert_eq!(left, ["a500", "b400"]);
+    }
+
+    #[test]
+    fn a_batch_is_stored_whole_and_skips_duplicates() {
+        let reg = seeded();
+        let rows: Vec<_> = [("n1", 600), ("a100", 700), ("n2", 800)]
+            .iter()
+            .map(|(id, start)| ActivationRow::new(&record("guest", "a", id, *start)).unwrap())
+            .collect();
+        assert_eq!(reg.insert_activations(&rows).unwrap(), ["a100"]);
+        assert!(reg.get_activation("guest", "n2").unwrap().is_some());
+        assert_eq!(
+            reg.get_activation("guest", "a100").unwrap().unwrap().start,
+            100,
+            "the stored record is kept"
+        );
+        reg.set_writes_failing(true);
+        let more = [ActivationRow::new(&record("guest", "a", "n3", 900)).unwrap()];
+        assert!(reg.insert_activations(&more).is_err());
+        reg.set_writes_failing(false);
+        assert!(reg.get_activation("guest", "n3").unwrap().is_none());
+    }
+
+    /// A deep `skip` must step over index entries, not table rows holding whole records.
+    #[test]
+    fn pages_are_found_through_covering_indexes() {
+        let reg = seeded();
+        for (sql, index) in [
+            (LIST_ALL, "activations_by_namespace"),
+            (LIST_BY_NAME, "activations_by_name"),
+        ] {
+            let conn = reg.conn();
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let args = params!["guest", 0, i64::MAX, 30, 99_000, "a"];
+            let plan: Vec<String> = stmt
+                .query_map(&args[..stmt.parameter_count()], |r| r.get(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert!(
+                plan.iter()
+                    .any(|step| step.contains(&format!("USING COVERING INDEX {index}"))),
+                "{plan:#?}"
+            );
+            // Only the page itself (at most 200 rows) is sorted; the walk is in index order.
+            assert_eq!(
+                plan.iter()
+                    .filter(|step| step.contains("TEMP B-TREE"))
+                    .count(),
+                1,
+                "{plan:#?}"
+            );
+        }
+    }
+
+    /// Issue 8's load: 8 readers paging `skip=99000` while deploys run. Run:
+    /// cargo test -p iceboxd --lib --release -- --ignored --nocapture bench_deep_pages
+    #[test]
+    #[ignore]
+    fn bench_deep_pages_with_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = std::sync::Arc::new(Registry::open(&dir.path().join("registry.db")).unwrap());
+        let mut rec = record("guest", "bench", "", 0);
+        rec.logs = vec!["x".repeat(400)];
+        let rows: Vec<_> = (0..100_000u64)
+            .map(|i| {
+                rec.activation_id = format!("{i:032x}");
+                rec.start = 1_700_000_000_000 + i;
+                ActivationRow::new(&rec).unwrap()
+            })
+            .collect();
+        for chunk in rows.chunks(5_000) {
+            reg.insert_activations(chunk).unwrap();
+        }
+        let deep = ActivationFilter {
+            skip: 99_000,
+            ..Default::default()
+        };
+        reg.list_activations("guest", &deep).unwrap();
+        let t = std::time::Instant::now();
+        for _ in 0..20 {
+            assert_eq!(reg.list_activations("guest", &deep).unwrap().len(), 30);
+        }
+        println!("one page at skip=99000: {:?}", t.elapsed() / 20);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..8)
+            .map(|_| {
+                let (reg, stop, deep) = (reg.clone(), stop.clone(), deep.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        reg.list_activations("guest", &deep).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let mut worst = std::time::Duration::ZERO;
+        for i in 0..20 {
+            let t = std::time::Instant::now();
+            reg.put_action(
+                super::super::testutil::spec("guest", &format!("a{i}")),
+                false,
+            )
+            .unwrap();
+            worst = worst.max(t.elapsed());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        readers.into_iter().for_each(|r| r.join().unwrap());
+        println!("slowest of 20 deploys under 8 deep-paging readers: {worst:?}");
     }
 
     /// Per-insert cost on a real file (WAL, synchronous=NORMAL), with a record the size of a

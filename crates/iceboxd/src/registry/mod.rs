@@ -1,16 +1,21 @@
 //! The daemon's persistent state: deployed actions and recent activation records, in SQLite.
 //!
-//! One connection behind a mutex: the daemon calls in from `spawn_blocking`, every statement
-//! is short, and a single writer is what SQLite wants anyway.
+//! One writer connection behind a mutex (a single writer is what SQLite wants) and a small pool
+//! of read-only connections over the WAL file, so reads, however slow, never hold up a write.
+//! The daemon calls in from `spawn_blocking`.
 
 mod actions;
 mod activations;
+mod files;
+mod pool;
 mod schema;
 
-pub use activations::ActivationFilter;
+pub use activations::{ActivationFilter, ActivationRow};
+pub use files::{open_in_state_dir, DB_FILE, ID_MARKER};
 
 use anyhow::Context;
 use icebox_core::now_ms;
+use pool::ReadPool;
 use rusqlite::Connection;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -35,47 +40,81 @@ pub enum RegistryError {
 }
 
 pub struct Registry {
-    conn: Mutex<Connection>,
+    // Dropped before the writer, so the writer is the last connection and folds the WAL back
+    // into the database on close (read-only connections cannot).
+    readers: ReadPool,
+    writer: Mutex<Connection>,
 }
 
 impl Registry {
-    /// Opens (creating if needed) the registry file and brings its schema up to date.
+    /// Opens (creating if needed) the registry file and brings its schema up to date. The file
+    /// and its WAL are private to the daemon's user: they hold action code and parameters.
     pub fn open(path: &Path) -> anyhow::Result<Registry> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("creating registry directory {}", dir.display()))?;
         }
-        let setup = || -> anyhow::Result<Connection> {
+        let setup = || -> anyhow::Result<Registry> {
+            files::create_private(path)?;
             let mut conn = Connection::open(path)?;
             schema::configure_file(&conn)?;
             schema::migrate(&mut conn)?;
-            Ok(conn)
+            if let Err(e) = files::make_private(path) {
+                // Not fatal: a file owned by another user still works, only its mode stays.
+                tracing::warn!("cannot make {} private to this user: {e}", path.display());
+            }
+            let readers = ReadPool::open(path, pool::READERS, STATEMENT_CACHE_CAPACITY)?;
+            Ok(Registry::new(conn, readers))
         };
         // SQLite opens lazily: a file that is not a database only fails at the first statement,
         // so every setup error is reported against the path.
-        let conn = setup().with_context(|| format!("opening registry {}", path.display()))?;
-        Ok(Registry::from_connection(conn))
+        setup().with_context(|| format!("opening registry {}", path.display()))
     }
 
     pub fn open_in_memory() -> anyhow::Result<Registry> {
         let mut conn = Connection::open_in_memory()?;
         schema::migrate(&mut conn)?;
-        Ok(Registry::from_connection(conn))
+        Ok(Registry::new(conn, ReadPool::none()))
     }
 
-    fn from_connection(conn: Connection) -> Registry {
+    fn new(conn: Connection, readers: ReadPool) -> Registry {
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
         Registry {
-            conn: Mutex::new(conn),
+            writer: Mutex::new(conn),
+            readers,
         }
     }
 
+    /// The writer connection.
     fn conn(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave a half-applied change: rusqlite rolls
         // back an open transaction when it is dropped during unwinding.
-        self.conn
+        self.writer
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs a read on a pooled read-only connection (on the writer when there is no pool).
+    fn read<R>(&self, f: impl FnOnce(&Connection) -> R) -> R {
+        match self.readers.get() {
+            Some(reader) => f(&reader),
+            None => f(&self.conn()),
+        }
+    }
+
+    /// This registry's identity, created on first use: the state directory's marker file
+    /// names it, so a registry that went missing or was swapped is noticed.
+    pub fn id(&self) -> Result<String, RegistryError> {
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('registry_id', ?1) ON CONFLICT (key) DO NOTHING",
+            [format!("{:032x}", rand::random::<u128>())],
+        )?;
+        Ok(conn.query_row(
+            "SELECT value FROM meta WHERE key = 'registry_id'",
+            [],
+            |r| r.get(0),
+        )?)
     }
 }
 
@@ -101,6 +140,16 @@ fn encode<T: serde::Serialize>(value: &T) -> Result<String, RegistryError> {
     // The core types serialise infallibly (string keys, no non-finite floats from serde_json
     // values); an error here would be a bug in them, reported rather than unwrapped.
     serde_json::to_string(value).map_err(|e| RegistryError::Corrupt(format!("encoding: {e}")))
+}
+
+#[cfg(test)]
+impl Registry {
+    /// Makes every write fail as on a read-only database (a full disk fails the same way).
+    pub(crate) fn set_writes_failing(&self, failing: bool) {
+        self.conn()
+            .pragma_update(None, "query_only", failing)
+            .unwrap();
+    }
 }
 
 // The daemon shares one Registry across blocking tasks.
@@ -189,6 +238,49 @@ mod tests {
         assert_eq!(
             reg.get_activation("guest", "id1").unwrap().unwrap(),
             record("guest", "a", "id1", 100)
+        );
+    }
+
+    /// A reader inside a long transaction (a deep page, a slow client) must not hold up a
+    /// deploy or an activation record: the write completes while the reader is still in it.
+    #[test]
+    fn writes_complete_while_a_read_is_in_progress() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let reg = std::sync::Arc::new(Registry::open(&dir.path().join("icebox.db")).unwrap());
+        reg.put_action(spec("guest", "a"), false).unwrap();
+        let (reading_tx, reading_rx) = mpsc::channel();
+        let (written_tx, written_rx) = mpsc::channel::<()>();
+        let r = reg.clone();
+        let reader = std::thread::spawn(move || {
+            r.read(|conn| {
+                conn.execute_batch("BEGIN").unwrap();
+                let before: i64 = conn
+                    .query_row("SELECT count(*) FROM actions", [], |r| r.get(0))
+                    .unwrap();
+                reading_tx.send(()).unwrap();
+                // Only a deadlock breaker: with the writer blocked behind this reader, the
+                // write never reports back and the reader gives up.
+                let write_seen = written_rx.recv_timeout(Duration::from_secs(30)).is_ok();
+                let inside: i64 = conn
+                    .query_row("SELECT count(*) FROM actions", [], |r| r.get(0))
+                    .unwrap();
+                conn.execute_batch("COMMIT").unwrap();
+                (write_seen, before, inside)
+            })
+        });
+        reading_rx.recv().unwrap();
+        reg.put_action(spec("guest", "b"), false).unwrap();
+        reg.insert_activation(&record("guest", "b", "id1", 100))
+            .unwrap();
+        let _ = written_tx.send(());
+        let (write_seen, before, inside) = reader.join().unwrap();
+        assert!(write_seen, "the write waited for the reader to finish");
+        assert_eq!((before, inside), (1, 1), "the reader kept its snapshot");
+        assert!(
+            reg.get_action("guest", "b").unwrap().is_some(),
+            "a later read sees the write"
         );
     }
 

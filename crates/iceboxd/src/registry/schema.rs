@@ -35,6 +35,17 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX activations_by_start ON activations (start);
     CREATE INDEX activations_by_name ON activations (namespace, name, start);
     "#,
+    // v1 -> v2
+    r#"
+    -- Small facts about this registry itself (its id, which the state directory's marker names).
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
+    -- Listing a namespace newest first walks this index alone (seq is the rowid, kept in every
+    -- index entry), so a deep `skip` steps over index entries, not over table rows.
+    CREATE INDEX activations_by_namespace ON activations (namespace, start);
+    "#,
 ];
 
 pub(super) const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -1,4 +1,5 @@
-"""Process facts from /proc: memory, CPU time, and identity checks that survive pid reuse."""
+"""Process facts from /proc: memory, CPU time, open files, and identity checks that survive pid
+reuse. Standard library only: bench/node imports it with the system python3."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ def rss_bytes(pid: int) -> int:
     return _status_kib(pid, "VmRSS") * 1024
 
 
+def fd_count(pid: int) -> int:
+    """Open file descriptors of one process."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
 def uss_bytes(pid: int) -> int:
     """Private_Clean + Private_Dirty from smaps_rollup (what the process alone holds)."""
     total = 0
@@ -30,24 +36,48 @@ def uss_bytes(pid: int) -> int:
     return total
 
 
+def stat_fields(stat: str) -> list[str]:
+    """The fields of /proc/PID/stat after the command (which may hold spaces and parentheses):
+    state is index 0, ppid 1, utime 11, stime 12, start time 19."""
+    return stat.rsplit(")", 1)[1].split()
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return stat_fields(f.read())
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a process so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # Fields after the command: state is index 0, utime 11, stime 12.
+    fields = _stat(pid)
+    if fields is None:
+        raise ProcessLookupError(pid)
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
 
 def start_time(pid: int) -> int | None:
     """Start time in clock ticks since boot, or None if the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    if fields[0] == "Z":
+    fields = _stat(pid)
+    if fields is None or fields[0] == "Z":
         return None
     return int(fields[19])
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether `ancestor` is among the parents of `pid` (walking ppid up to init)."""
+    for _ in range(64):
+        fields = _stat(pid)
+        if fields is None:
+            return False
+        pid = int(fields[1])
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+    return False
 
 
 def identity(pid: int) -> tuple[int, int] | None:

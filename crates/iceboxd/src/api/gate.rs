@@ -1,0 +1,224 @@
+//! What every request passes before a handler: the key check (from the headers alone, before
+//! a byte of the body is kept), then the body read into memory under the payload limit, a
+//! time limit and a node-wide byte budget; and on the way out, errors in OpenWhisk's JSON
+//! shape even when axum's extractors produced them.
+
+use super::ApiError;
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bytes::BytesMut;
+use futures::StreamExt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Paths answered without a key.
+const PUBLIC_PATHS: [&str; 2] = ["/icebox/v1/health", "/metrics"];
+
+/// How much of a refused or oversized body is read and thrown away (never kept), and for how
+/// long, so that its client gets to read the answer rather than a broken pipe.
+const DRAIN_MAX: u64 = 64 << 20;
+const DRAIN_TIME: Duration = Duration::from_secs(2);
+
+pub struct BodyLimits {
+    /// Largest body accepted (OpenWhisk's payload limit).
+    pub max_payload: usize,
+    /// Time to send the whole body.
+    pub timeout: Duration,
+    /// Bytes of request bodies held in memory across all connections, one permit a byte.
+    pub budget: Arc<Semaphore>,
+}
+
+impl BodyLimits {
+    pub fn new(max_payload: usize, timeout: Duration, budget_bytes: u64) -> BodyLimits {
+        let budget = (budget_bytes as usize).clamp(max_payload.max(1), Semaphore::MAX_PERMITS);
+        BodyLimits {
+            max_payload,
+            timeout,
+            budget: Arc::new(Semaphore::new(budget)),
+        }
+    }
+}
+
+/// Refuses a request without a valid key before its body is read, so an unauthenticated
+/// client cannot make the daemon hold its payload. The body is drained (discarded, up to a
+/// bound) and the connection closed, so the client reads the 401.
+pub async fn require_key(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if PUBLIC_PATHS.contains(&req.uri().path()) {
+        return next.run(req).await;
+    }
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match crate::auth::check_basic(header, &state.key) {
+        Ok(()) => next.run(req).await,
+        Err(e) => {
+            drain(req.into_body()).await;
+            close_after(ApiError::unauthorized(e.to_string()).into_response())
+        }
+    }
+}
+
+/// Reads the body (up to the payload limit) before the handler runs, holding budget permits
+/// for what it keeps until the handler's answer is built. A reply sent while the client is
+/// still writing its body reaches it as a broken pipe rather than as the reply; reading it
+/// first avoids that, and lets the limits apply in one place.
+pub async fn read_body(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let limits = &state.body;
+    let (parts, body) = req.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limits.max_payload as u64) {
+        drain_if_small(body, declared).await;
+        return close_after(ApiError::too_large(limits.max_payload).into_response());
+    }
+    let deadline = tokio::time::Instant::now() + limits.timeout;
+    let (kept, _permits) = match read_within_budget(limits, body, declared, deadline).await {
+        Ok(read) => read,
+        Err(refusal) => return close_after(refusal.into_response()),
+    };
+    next.run(Request::from_parts(parts, Body::from(kept))).await
+}
+
+async fn read_within_budget(
+    limits: &BodyLimits,
+    body: Body,
+    declared: Option<u64>,
+    deadline: tokio::time::Instant,
+) -> Result<(bytes::Bytes, Option<OwnedSemaphorePermit>), ApiError> {
+    let mut permits: Option<OwnedSemaphorePermit> = None;
+    // A declared length is reserved up front; a chunked body chunk by chunk.
+    let mut reserved = declared.unwrap_or(0) as usize;
+    reserve(&limits.budget, reserved, &mut permits, deadline).await?;
+    let mut stream = body.into_data_stream();
+    let mut kept = BytesMut::with_capacity(reserved);
+    loop {
+        let next = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "The request body was not received within {} seconds.",
+                        limits.timeout.as_secs()
+                    ),
+                )
+            })?;
+        let Some(chunk) = next else { break };
+        let chunk = chunk
+            .map_err(|e| ApiError::bad_request(format!("cannot read the request body: {e}")))?;
+        if kept.len() + chunk.len() > limits.max_payload {
+            let rest = Body::from_stream(stream);
+            drain(rest).await;
+            return Err(ApiError::too_large(limits.max_payload));
+        }
+        let needed = (kept.len() + chunk.len()).saturating_sub(reserved);
+        if needed > 0 {
+            reserve(&limits.budget, needed, &mut permits, deadline).await?;
+            reserved += needed;
+        }
+        kept.extend_from_slice(&chunk);
+    }
+    Ok((kept.freeze(), permits))
+}
+
+/// Waits for `n` more bytes of the budget and adds them to `permits`.
+/// Past the deadline the node is too busy holding other bodies: 503, retry later.
+async fn reserve(
+    budget: &Arc<Semaphore>,
+    n: usize,
+    permits: &mut Option<OwnedSemaphorePermit>,
+    deadline: tokio::time::Instant,
+) -> Result<(), ApiError> {
+    if n == 0 {
+        return Ok(());
+    }
+    let acquire = budget.clone().acquire_many_owned(n as u32);
+    let got = match tokio::time::timeout_at(deadline, acquire).await {
+        Ok(Ok(got)) => got,
+        Ok(Err(_)) => return Err(ApiError::internal("the request-body budget is closed")),
+        Err(_) => {
+            let mut busy = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The node is holding too many request bodies in memory; retry later.",
+            );
+            busy.retry_after = Some(1);
+            return Err(busy);
+        }
+    };
+    match permits {
+        Some(p) => p.merge(got),
+        None => *permits = Some(got),
+    }
+    Ok(())
+}
+
+async fn drain_if_small(body: Body, declared: Option<u64>) {
+    if declared.is_none_or(|n| n <= DRAIN_MAX) {
+        drain(body).await;
+    }
+}
+
+/// Reads and discards up to DRAIN_MAX bytes for at most DRAIN_TIME.
+async fn drain(body: Body) {
+    let mut stream = body.into_data_stream();
+    let _ = tokio::time::timeout(DRAIN_TIME, async {
+        let mut drained = 0u64;
+        while let Some(Ok(chunk)) = stream.next().await {
+            drained += chunk.len() as u64;
+            if drained > DRAIN_MAX {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+/// The connection closes after this answer: what the client may still be sending is not read.
+fn close_after(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// axum's own rejections (a malformed query or path, a wrong method) are plain text; clients
+/// of an OpenWhisk API expect `{"error", "code"}` for every error.
+pub async fn json_errors(req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 << 10)
+        .await
+        .unwrap_or_default();
+    let mut message = String::from_utf8_lossy(&text).trim().to_string();
+    if message.is_empty() {
+        message = status.canonical_reason().unwrap_or("error").to_string();
+    }
+    let mut rebuilt = ApiError::new(status, message).into_response();
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            rebuilt.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    rebuilt
+}
