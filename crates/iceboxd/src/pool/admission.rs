@@ -191,10 +191,20 @@ impl Ticket {
                 Ok(lease)
             }
             Place::Cold { reservation, evict } => {
-                for id in evict {
-                    pool.evict(&id, EvictReason::Policy(EvictionReason::InstanceLimit))
-                        .await;
-                }
+                // Out of the books now and destroyed by a task of its own, so that a lease
+                // dropped meanwhile leaves none behind; awaited, so the new instance does not
+                // start before their memory is back.
+                let doomed: Vec<_> = evict
+                    .iter()
+                    .filter_map(|id| pool.slots.remove(id))
+                    .collect();
+                let p = pool.clone();
+                let reason = EvictReason::Policy(EvictionReason::InstanceLimit);
+                let destroyed = tokio::spawn(async move {
+                    futures::future::join_all(doomed.into_iter().map(|s| p.destroy(s, reason)))
+                        .await
+                });
+                let _ = destroyed.await;
                 pool.cold_start(&self.action, reservation).await
             }
         }

@@ -630,3 +630,23 @@ fn views_and_prewarm_refills_from_threads_do_not_deadlock() {
         w.join().unwrap();
     }
 }
+
+#[tokio::test]
+async fn at_max_instances_a_new_action_evicts_the_idle_one() {
+    let h = Harness::new(Setup {
+        max_instances: 1,
+        ..Setup::default()
+    });
+    let a = h.lease(&action("a", "0.0.1")).await;
+    let a_id = a.instance.id.clone();
+    a.release(Health::Reusable).await;
+    let b = h.lease(&action("b", "0.0.1")).await;
+    assert!(b.cold);
+    assert!(h.pool.instance(&a_id).is_none());
+    assert_eq!(
+        h.live(),
+        1,
+        "the evicted instance is destroyed before the new one runs"
+    );
+    b.release(Health::Reusable).await;
+}
