@@ -31,7 +31,9 @@ pub struct Invocation {
     pub params: Map<String, Value>,
     pub activation_id: String,
     pub subject: String,
-    pub api_key: String,
+    /// The node's key, for actions that asked for it (`provide-api-key`); None leaves
+    /// `__OW_API_KEY` unset in the action.
+    pub api_key: Option<String>,
     pub arrived: Instant,
     pub arrived_ms: u64,
 }
@@ -215,16 +217,18 @@ async fn run(inv: &Invocation, lease: Lease) -> RunReport {
     let action = &inv.action;
     let sandbox = lease.instance.sandbox.clone();
     let deadline_ms = crate::now_ms() + action.limits.timeout;
-    let body = json!({
+    let mut body = json!({
         "value": Value::Object(inv.params.clone()),
         "namespace": action.namespace,
         "action_name": format!("/{}", action.fqn()),
         "activation_id": inv.activation_id,
         "transaction_id": inv.activation_id,
-        "api_key": inv.api_key,
         "deadline": deadline_ms.to_string(),
         "action_version": action.version,
     });
+    if let Some(key) = &inv.api_key {
+        body["api_key"] = json!(key);
+    }
     let marks = sandbox.logs().marks();
     let timeout = Duration::from_millis(action.limits.timeout);
     enum Ran {
@@ -273,7 +277,7 @@ async fn run(inv: &Invocation, lease: Lease) -> RunReport {
         Duration::from_millis(50)
     };
     let mut logs = sandbox.logs().take_after(marks, wait).await;
-    truncate_logs(&mut logs, action.limits.logs * 1024 * 1024);
+    truncate_logs(&mut logs, action.limits.logs_bytes());
     lease.release(health).await;
     RunReport {
         status,

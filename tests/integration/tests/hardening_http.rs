@@ -182,3 +182,20 @@ fn routes_and_errors_follow_openwhisk() {
     assert!(!wrong_method.error_message().is_empty());
     d.stop();
 }
+
+#[test]
+fn actions_get_the_api_key_only_when_they_ask_for_it() {
+    let d = Daemon::start(&[]);
+    let code = "import os\ndef main(args):\n    return {'key': os.environ.get('__OW_API_KEY')}\n";
+    d.deploy("plain", "python:3", code, json!({}));
+    let asks = json!({
+        "exec": {"kind": "python:3", "code": code},
+        "annotations": [{"key": "provide-api-key", "value": true}],
+    });
+    d.put_action("asks", &asks).expect(200);
+    let plain = d.invoke("plain", json!({})).expect_success();
+    assert_eq!(plain.result()["key"], serde_json::Value::Null, "the node's admin key reached an action that did not ask for it");
+    let asked = d.invoke("asks", json!({})).expect_success();
+    assert_eq!(asked.result()["key"], AUTH, "provide-api-key: true gives the key, as in OpenWhisk");
+    d.stop();
+}

@@ -6,7 +6,7 @@ use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine;
@@ -78,9 +78,6 @@ pub struct InvokeQuery {
     result: Option<String>,
 }
 
-fn truthy(v: &Option<String>) -> bool {
-    matches!(v.as_deref(), Some("true") | Some("1") | Some("yes"))
-}
 
 /// The action as OpenWhisk returns it; listings omit the code.
 pub fn action_json(spec: &ActionSpec, with_code: bool) -> Value {
@@ -150,7 +147,7 @@ pub async fn put(
     check_name(&name)?;
     let bytes = body_bytes(&state, body)?;
     let body: PutBody = parse_json(&bytes, "action")?;
-    let overwrite = truthy(&q.overwrite);
+    let overwrite = query::flag(q.overwrite.as_deref(), false);
     let existing = if overwrite { state.action(&namespace, &name) } else { None };
     let exec = match (body.exec, &existing) {
         (Some(exec), _) => validate_exec(&state, exec)?,
@@ -191,15 +188,15 @@ pub async fn get(
 ) -> Result<Json<Value>, ApiError> {
     let namespace = resolve_namespace(&state, &namespace)?;
     let spec = state.action(&namespace, &name).ok_or_else(|| not_found(&namespace, &name))?;
-    let with_code = !matches!(q.code.as_deref(), Some("false") | Some("0") | Some("no"));
+    let with_code = query::flag(q.code.as_deref(), true);
     Ok(Json(action_json(&spec, with_code)))
 }
 
 pub async fn list(State(state): State<AppState>, Path(namespace): Path<String>, Query(q): Query<ListQuery>) -> Result<Json<Value>, ApiError> {
     let namespace = resolve_namespace(&state, &namespace)?;
     let registry = state.registry.clone();
-    let (limit, skip) = (q.limit.unwrap_or(30), q.skip.unwrap_or(0));
-    if limit > 200 {
+    let (limit, skip) = (q.limit.unwrap_or(crate::registry::DEFAULT_LIST_LIMIT), q.skip.unwrap_or(0));
+    if limit > crate::registry::MAX_LIST_LIMIT {
         return Err(ApiError::bad_request("The value of 'limit' must be at most 200."));
     }
     let specs = tokio::task::spawn_blocking(move || registry.list_actions(&namespace, limit, skip)).await??;
@@ -267,7 +264,6 @@ pub async fn invoke(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
     Query(q): Query<InvokeQuery>,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
@@ -286,10 +282,8 @@ pub async fn invoke(
     state.recorder.admit()?;
     // The one queue check: a full queue answers 429 here, blocking or not.
     let ticket = invoker::admit(&state, &action)?;
-    let api_key = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .map(|_| state.key.as_basic())
-        .unwrap_or_default();
+    // The node key is its admin key: only actions that ask for it get it (OpenWhisk's rule).
+    let api_key = action.provides_api_key().then(|| state.key.as_basic());
     let activation_id = invoker::new_activation_id();
     let inv = Invocation {
         params: action.merged_parameters(&params),
@@ -301,13 +295,17 @@ pub async fn invoke(
         arrived_ms,
     };
     let task_state = state.clone();
-    let task = tokio::spawn(async move { invoker::invoke(&task_state, inv, ticket).await });
+    let run = async move { invoker::invoke(&task_state, inv, ticket).await };
     if !query::flag(q.blocking.as_deref(), false) {
+        tokio::spawn(run);
         return Ok((StatusCode::ACCEPTED, Json(json!({"activationId": activation_id}))).into_response());
     }
-    let record = match tokio::time::timeout(BLOCKING_WAIT, task).await {
+    // Runs on this request's task (no hand-off on the warm path); if the client hangs up or
+    // the blocking wait ends, the activation goes on by itself and is recorded.
+    let mut run = crate::detach::Detachable::new(run);
+    let record = match tokio::time::timeout(BLOCKING_WAIT, &mut run).await {
         Err(_) => return Ok((StatusCode::ACCEPTED, Json(json!({"activationId": activation_id}))).into_response()),
-        Ok(joined) => joined??,
+        Ok(outcome) => outcome?,
     };
     let status = match record.response.status {
         ActivationStatus::Success => StatusCode::OK,

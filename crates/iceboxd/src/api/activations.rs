@@ -21,18 +21,18 @@ pub struct ListQuery {
 
 pub async fn list(State(state): State<AppState>, Path(namespace): Path<String>, Query(q): Query<ListQuery>) -> Result<Json<Value>, ApiError> {
     let namespace = resolve_namespace(&state, &namespace)?;
-    if q.limit.is_some_and(|l| l > 200) {
-        return Err(ApiError::bad_request("The value of 'limit' must be at most 200."));
+    if q.limit.is_some_and(|l| l > crate::registry::MAX_LIST_LIMIT) {
+        return Err(ApiError::bad_request(format!("The value of 'limit' must be at most {}.", crate::registry::MAX_LIST_LIMIT)));
     }
     let filter = ActivationFilter {
         // OpenWhisk clients may send a qualified name ("ns/action"): the action part filters.
         name: q.name.map(|n| n.rsplit('/').next().unwrap_or(&n).to_string()),
-        limit: q.limit.unwrap_or(30),
+        limit: q.limit.unwrap_or(crate::registry::DEFAULT_LIST_LIMIT),
         skip: q.skip.unwrap_or(0),
         since: q.since,
         upto: q.upto,
     };
-    let docs = matches!(q.docs.as_deref(), Some("true"));
+    let docs = super::query::flag(q.docs.as_deref(), false);
     let registry = state.registry.clone();
     let records = tokio::task::spawn_blocking(move || registry.list_activations(&namespace, &filter)).await??;
     let items = records

@@ -35,7 +35,7 @@ pub async fn instances(State(state): State<AppState>) -> Json<Vec<InstanceView>>
 
 #[derive(Deserialize)]
 pub struct InstanceQuery {
-    fresh: Option<bool>,
+    fresh: Option<String>,
 }
 
 pub async fn instance(
@@ -45,7 +45,7 @@ pub async fn instance(
 ) -> Result<Json<InstanceView>, ApiError> {
     state
         .pool
-        .instance_view(&id, q.fresh.unwrap_or(false))
+        .instance_view(&id, super::query::flag(q.fresh.as_deref(), false))
         .await
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("There is no instance '{id}' (it may have been evicted).")))
@@ -62,7 +62,7 @@ pub async fn instance_stats(
     Path(id): Path<String>,
     Query(q): Query<StatsQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let gc = matches!(q.gc.as_deref(), Some("1") | Some("true"));
+    let gc = super::query::flag(q.gc.as_deref(), false);
     let path = if gc { "/icebox/stats?gc=1" } else { "/icebox/stats" };
     state.pool.runtime_get(&id, path).await.map(Json).map_err(|e| match e {
         ControlError::NotFound(_) => ApiError::not_found(format!("There is no instance '{id}' (it may have been evicted).")),
@@ -101,7 +101,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 #[derive(Deserialize)]
 pub struct EventsQuery {
     since: Option<u64>,
-    follow: Option<bool>,
+    follow: Option<String>,
 }
 
 pub async fn events(
@@ -126,7 +126,7 @@ pub async fn events(
             Err(BroadcastStreamRecvError::Lagged(n)) => Some(Ok(Event::default().event("lagged").data(n.to_string()))),
         }
     });
-    let follow = q.follow.unwrap_or(true);
+    let follow = super::query::flag(q.follow.as_deref(), true);
     let stream = if follow { replay.chain(live).boxed() } else { replay.boxed() };
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }

@@ -44,6 +44,7 @@ impl Pool {
             return Err(AcquireError::ShuttingDown);
         }
         reservation.fulfilled();
+        self.watch_exit(&instance);
         self.events
             .emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
         Ok(Lease::new(self, instance, true, Some(init_ms)))

@@ -93,6 +93,9 @@ pub enum EvictReason {
     Error,
     /// Its action was updated or deleted.
     Stale,
+    /// Its runtime exited while it was idle (killed, crashed on its own): removed at once
+    /// rather than found dead by the next activation.
+    Exited,
     Shutdown,
 }
 
@@ -102,6 +105,7 @@ impl EvictReason {
             EvictReason::Policy(r) => r.as_str(),
             EvictReason::Error => "error",
             EvictReason::Stale => "stale",
+            EvictReason::Exited => "exited",
             EvictReason::Shutdown => "shutdown",
         }
     }
@@ -226,6 +230,22 @@ impl Pool {
         if let Some(slot) = self.slots.remove(id) {
             self.destroy(slot, reason).await;
         }
+    }
+
+    /// Watches an instance's runtime for the rest of its life: if it exits while the instance
+    /// is kept alive, the instance goes now. (A busy instance's death is the activation's to
+    /// report; a frozen one under the v1 freezer only dies once thawed.)
+    fn watch_exit(self: &Arc<Self>, instance: &Arc<Instance>) {
+        let pool = Arc::downgrade(self);
+        let instance = instance.clone();
+        tokio::spawn(async move {
+            instance.sandbox.exited().await;
+            let Some(pool) = pool.upgrade() else { return };
+            if let Some(slot) = pool.slots.remove_kept_alive(&instance.id) {
+                tracing::warn!(instance = %instance.id, action = %instance.fqn, "the runtime of an idle instance exited");
+                pool.destroy(slot, EvictReason::Exited).await;
+            }
+        });
     }
 
     /// Evict from a synchronous context (a drop): out of the books now, the sandbox is

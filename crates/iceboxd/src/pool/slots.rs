@@ -84,8 +84,12 @@ impl Slots {
             return Err(ShuttingDown);
         }
         let fqn = action.fqn();
+        // A dead runtime is never handed out (its exit watcher is about to evict it).
         let current = |s: &Slot| {
-            s.instance.fqn == fqn && !s.stale && s.instance.action.version == action.version
+            s.instance.fqn == fqn
+                && !s.stale
+                && s.instance.action.version == action.version
+                && s.instance.sandbox.exit_cause().is_none()
         };
         // A running instance with spare intra-instance concurrency first (no thaw needed).
         let busy_with_room = t

@@ -56,6 +56,8 @@ impl Registry {
         Ok(spec)
     }
 
+    /// One action straight from SQLite (the daemon serves actions from its cache).
+    #[cfg(test)]
     pub fn get_action(
         &self,
         namespace: &str,

@@ -79,7 +79,9 @@ const LIST_BY_NAME: &str = "SELECT a.record FROM activations a JOIN
      ORDER BY a.start DESC, a.seq DESC";
 
 impl Registry {
-    /// Stores one record. A second record with the same activation id is a conflict.
+    /// Stores one record. A second record with the same activation id is a conflict. (The
+    /// daemon writes in batches: [`Self::insert_activations`].)
+    #[cfg(test)]
     pub fn insert_activation(&self, rec: &ActivationRecord) -> Result<(), RegistryError> {
         let row = ActivationRow::new(rec)?;
         match self

@@ -11,7 +11,7 @@ mod pool;
 mod schema;
 
 pub use activations::{ActivationFilter, ActivationRow};
-pub use files::{open_in_state_dir, DB_FILE, ID_MARKER};
+pub use files::open_in_state_dir;
 
 use anyhow::Context;
 use icebox_core::now_ms;
@@ -71,6 +71,8 @@ impl Registry {
         setup().with_context(|| format!("opening registry {}", path.display()))
     }
 
+    /// A registry without a file (unit tests).
+    #[cfg(test)]
     pub fn open_in_memory() -> anyhow::Result<Registry> {
         let mut conn = Connection::open_in_memory()?;
         schema::migrate(&mut conn)?;

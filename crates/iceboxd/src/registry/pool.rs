@@ -20,6 +20,7 @@ pub(super) struct ReadPool {
 impl ReadPool {
     /// No connections: every read goes to the writer (an in-memory registry has no file that
     /// a second connection could open).
+    #[cfg(test)]
     pub(super) fn none() -> ReadPool {
         ReadPool {
             idle: Mutex::new(Vec::new()),
