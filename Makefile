@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 
-.PHONY: setup build run test test-rust test-runtimes test-functions test-bench bench bench-frozen-garbage soak clean
+.PHONY: setup build run test lint test-rust test-runtimes test-functions test-bench bench bench-frozen-garbage soak clean
 
 setup:
 	@scripts/setup.sh
@@ -14,7 +14,12 @@ run: build
 	@scripts/run.sh
 
 test: build
-	$(MAKE) --no-print-directory test-rust test-runtimes test-functions test-bench
+	$(MAKE) --no-print-directory lint test-rust test-runtimes test-functions test-bench
+
+# Formatting and lints are part of the test: a warning fails it.
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 test-rust:
 	$(CARGO) test --release --workspace

@@ -34,6 +34,14 @@ if ! command -v cargo >/dev/null; then
   [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
 fi
 command -v cargo >/dev/null || { say "cargo not found: install Rust (rustup) first"; exit 1; }
+# `make test` checks formatting and lints: rustfmt and clippy are part of the toolchain.
+for component in rustfmt clippy; do
+  tool=$([ "$component" = rustfmt ] && echo fmt || echo clippy)
+  if ! cargo "$tool" --version >/dev/null 2>&1; then
+    say "installing the Rust component $component"
+    rustup component add "$component" || { say "cannot install $component: install it with rustup"; exit 1; }
+  fi
+done
 
 # Python virtualenv for test tools (pytest) and, later, the bench harness.
 if [ ! -x .venv/bin/python ]; then

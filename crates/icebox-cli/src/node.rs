@@ -89,7 +89,8 @@ pub fn memory(client: &Client, json_out: bool) -> Result<()> {
         return Ok(());
     }
     let view: MemoryView = typed(body, "memory")?;
-    let list: Vec<InstanceView> = typed(client.get(format!("{API}/instances")).send()?, "instances")?;
+    let list: Vec<InstanceView> =
+        typed(client.get(format!("{API}/instances")).send()?, "instances")?;
     let mut out = memory_report(&view);
     let idle = reclaimable_table(&list);
     if !idle.is_empty() {
@@ -131,12 +132,21 @@ pub fn reclaimable_table(list: &[InstanceView]) -> String {
 }
 
 /// `icebox reclaim [INSTANCE]`: reclaim one idle instance, or every idle one.
-pub fn reclaim(client: &Client, json_out: bool, instance: Option<String>, variant: Option<String>) -> Result<()> {
+pub fn reclaim(
+    client: &Client,
+    json_out: bool,
+    instance: Option<String>,
+    variant: Option<String>,
+) -> Result<()> {
     let ids: Vec<String> = match instance {
         Some(id) => vec![id],
         None => {
-            let list: Vec<InstanceView> = typed(client.get(format!("{API}/instances")).send()?, "instances")?;
-            list.into_iter().filter(|i| i.state.is_kept_alive()).map(|i| i.id).collect()
+            let list: Vec<InstanceView> =
+                typed(client.get(format!("{API}/instances")).send()?, "instances")?;
+            list.into_iter()
+                .filter(|i| i.state.is_kept_alive())
+                .map(|i| i.id)
+                .collect()
         }
     };
     if ids.is_empty() && !json_out {
@@ -145,9 +155,20 @@ pub fn reclaim(client: &Client, json_out: bool, instance: Option<String>, varian
     let mut reports = Vec::new();
     for id in ids {
         let mut call = client
-            .post(format!("{API}/instances/{}/reclaim", crate::client::segment(&id)))
-            .explain(404, format!("there is no instance {id} (see `icebox instances`)"))
-            .explain(409, format!("instance {id} is busy: it is running an activation or already being reclaimed"));
+            .post(format!(
+                "{API}/instances/{}/reclaim",
+                crate::client::segment(&id)
+            ))
+            .explain(
+                404,
+                format!("there is no instance {id} (see `icebox instances`)"),
+            )
+            .explain(
+                409,
+                format!(
+                    "instance {id} is busy: it is running an activation or already being reclaimed"
+                ),
+            );
         if let Some(v) = &variant {
             call = call.query("variant", v);
         }
@@ -158,7 +179,10 @@ pub fn reclaim(client: &Client, json_out: bool, instance: Option<String>, varian
                 size(report["uss_before"].as_u64().unwrap_or(0)),
                 size(report["uss_after"].as_u64().unwrap_or(0)),
                 size(report["freed"].as_u64().unwrap_or(0)),
-                report["cpu_ms"].as_f64().map(|c| format!("{c:.1}")).unwrap_or_else(|| "-".into()),
+                report["cpu_ms"]
+                    .as_f64()
+                    .map(|c| format!("{c:.1}"))
+                    .unwrap_or_else(|| "-".into()),
                 size(report["pageout_bytes"].as_u64().unwrap_or(0)),
                 report["variant"].as_str().unwrap_or("?"),
             ));

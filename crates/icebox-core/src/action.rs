@@ -88,13 +88,27 @@ impl ActionLimits {
             (LimitName::Memory, self.memory, Self::MEMORY_MB),
             (LimitName::Timeout, self.timeout, Self::TIMEOUT_MS),
             (LimitName::Logs, self.logs, Self::LOGS_MB),
-            (LimitName::Concurrency, self.concurrency as u64, c(Self::CONCURRENCY)),
+            (
+                LimitName::Concurrency,
+                self.concurrency as u64,
+                c(Self::CONCURRENCY),
+            ),
         ] {
             if value < lo {
-                return Err(LimitError { what, value, bound: lo, above: false });
+                return Err(LimitError {
+                    what,
+                    value,
+                    bound: lo,
+                    above: false,
+                });
             }
             if value > hi {
-                return Err(LimitError { what, value, bound: hi, above: true });
+                return Err(LimitError {
+                    what,
+                    value,
+                    bound: hi,
+                    above: true,
+                });
             }
         }
         Ok(())
@@ -114,7 +128,12 @@ impl ActionLimits {
 impl Default for ActionLimits {
     /// OpenWhisk's defaults.
     fn default() -> Self {
-        ActionLimits { memory: 256, timeout: 60_000, concurrency: 1, logs: default_logs_mb() }
+        ActionLimits {
+            memory: 256,
+            timeout: 60_000,
+            concurrency: 1,
+            logs: default_logs_mb(),
+        }
     }
 }
 
@@ -149,7 +168,10 @@ impl ActionSpec {
     }
 
     pub fn annotation(&self, key: &str) -> Option<&Value> {
-        self.annotations.iter().find(|kv| kv.key == key).map(|kv| &kv.value)
+        self.annotations
+            .iter()
+            .find(|kv| kv.key == key)
+            .map(|kv| &kv.value)
     }
 
     /// Whether the action asked for the node's API key (`__OW_API_KEY`) with OpenWhisk's
@@ -161,9 +183,15 @@ impl ActionSpec {
     }
 
     /// Default parameters overlaid by the invocation's own (invocation wins).
-    pub fn merged_parameters(&self, invocation: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
-        let mut merged: serde_json::Map<String, Value> =
-            self.parameters.iter().map(|kv| (kv.key.clone(), kv.value.clone())).collect();
+    pub fn merged_parameters(
+        &self,
+        invocation: &serde_json::Map<String, Value>,
+    ) -> serde_json::Map<String, Value> {
+        let mut merged: serde_json::Map<String, Value> = self
+            .parameters
+            .iter()
+            .map(|kv| (kv.key.clone(), kv.value.clone()))
+            .collect();
         for (k, v) in invocation {
             merged.insert(k.clone(), v.clone());
         }
@@ -185,7 +213,12 @@ mod tests {
         let mut spec = ActionSpec {
             namespace: "guest".into(),
             name: "a".into(),
-            exec: Exec { kind: "python:3".into(), code: "x".into(), binary: false, main: None },
+            exec: Exec {
+                kind: "python:3".into(),
+                code: "x".into(),
+                binary: false,
+                main: None,
+            },
             limits: ActionLimits::default(),
             parameters: vec![],
             annotations: vec![],
@@ -193,8 +226,16 @@ mod tests {
             updated: 0,
         };
         assert!(!spec.provides_api_key());
-        for (value, provides) in [(json!(true), true), (json!("true"), true), (json!(false), false), (json!(1), false)] {
-            spec.annotations = vec![KeyValue { key: "provide-api-key".into(), value }];
+        for (value, provides) in [
+            (json!(true), true),
+            (json!("true"), true),
+            (json!(false), false),
+            (json!(1), false),
+        ] {
+            spec.annotations = vec![KeyValue {
+                key: "provide-api-key".into(),
+                value,
+            }];
             assert_eq!(spec.provides_api_key(), provides, "{:?}", spec.annotations);
         }
     }
@@ -203,15 +244,39 @@ mod tests {
     fn limits_validation_names_the_bad_field() {
         let d = ActionLimits::default();
         assert!(d.validate().is_ok());
-        assert_eq!(refusal(ActionLimits { memory: 1, ..d }), "memory 1 MB below allowed threshold of 32 MB");
-        assert_eq!(refusal(ActionLimits { memory: 8193, ..d }), "memory 8193 MB exceeds allowed threshold of 8192 MB");
-        assert_eq!(refusal(ActionLimits { timeout: 10, ..d }), "duration 10 ms below allowed threshold of 100 ms");
         assert_eq!(
-            refusal(ActionLimits { timeout: 600_001, ..d }),
+            refusal(ActionLimits { memory: 1, ..d }),
+            "memory 1 MB below allowed threshold of 32 MB"
+        );
+        assert_eq!(
+            refusal(ActionLimits { memory: 8193, ..d }),
+            "memory 8193 MB exceeds allowed threshold of 8192 MB"
+        );
+        assert_eq!(
+            refusal(ActionLimits { timeout: 10, ..d }),
+            "duration 10 ms below allowed threshold of 100 ms"
+        );
+        assert_eq!(
+            refusal(ActionLimits {
+                timeout: 600_001,
+                ..d
+            }),
             "duration 600001 ms exceeds allowed threshold of 600000 ms"
         );
-        assert_eq!(refusal(ActionLimits { concurrency: 0, ..d }), "concurrency 0 below allowed threshold of 1");
-        assert_eq!(refusal(ActionLimits { concurrency: 501, ..d }), "concurrency 501 exceeds allowed threshold of 500");
+        assert_eq!(
+            refusal(ActionLimits {
+                concurrency: 0,
+                ..d
+            }),
+            "concurrency 0 below allowed threshold of 1"
+        );
+        assert_eq!(
+            refusal(ActionLimits {
+                concurrency: 501,
+                ..d
+            }),
+            "concurrency 501 exceeds allowed threshold of 500"
+        );
     }
 
     /// 2^44 MB of logs overflowed to 0 bytes when multiplied out.
@@ -222,7 +287,10 @@ mod tests {
             refusal(ActionLimits { logs: 1 << 44, ..d }),
             "log size 17592186044416 MB exceeds allowed threshold of 10 MB"
         );
-        assert_eq!(refusal(ActionLimits { logs: 11, ..d }), "log size 11 MB exceeds allowed threshold of 10 MB");
+        assert_eq!(
+            refusal(ActionLimits { logs: 11, ..d }),
+            "log size 11 MB exceeds allowed threshold of 10 MB"
+        );
         for ok in [0, 10] {
             assert!(ActionLimits { logs: ok, ..d }.validate().is_ok(), "{ok}");
         }
@@ -233,8 +301,18 @@ mod tests {
     fn edges_of_every_range_are_accepted() {
         let d = ActionLimits::default();
         for l in [
-            ActionLimits { memory: 32, timeout: 100, concurrency: 1, logs: 0 },
-            ActionLimits { memory: 8192, timeout: 600_000, concurrency: 500, logs: 10 },
+            ActionLimits {
+                memory: 32,
+                timeout: 100,
+                concurrency: 1,
+                logs: 0,
+            },
+            ActionLimits {
+                memory: 8192,
+                timeout: 600_000,
+                concurrency: 500,
+                logs: 10,
+            },
             d,
         ] {
             assert!(l.validate().is_ok(), "{l:?}");
@@ -246,11 +324,22 @@ mod tests {
         let spec = ActionSpec {
             namespace: "guest".into(),
             name: "a".into(),
-            exec: Exec { kind: "python:3".into(), code: String::new(), binary: false, main: None },
+            exec: Exec {
+                kind: "python:3".into(),
+                code: String::new(),
+                binary: false,
+                main: None,
+            },
             limits: ActionLimits::default(),
             parameters: vec![
-                KeyValue { key: "x".into(), value: 1.into() },
-                KeyValue { key: "y".into(), value: 2.into() },
+                KeyValue {
+                    key: "x".into(),
+                    value: 1.into(),
+                },
+                KeyValue {
+                    key: "y".into(),
+                    value: 2.into(),
+                },
             ],
             annotations: vec![],
             version: "0.0.1".into(),

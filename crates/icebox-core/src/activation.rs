@@ -83,6 +83,9 @@ pub struct ActivationRecord {
 
 impl ActivationRecord {
     pub fn annotation(&self, key: &str) -> Option<&Value> {
-        self.annotations.iter().find(|kv| kv.key == key).map(|kv| &kv.value)
+        self.annotations
+            .iter()
+            .find(|kv| kv.key == key)
+            .map(|kv| &kv.value)
     }
 }

@@ -53,7 +53,9 @@ impl FromStr for ChargeMode {
             "uss" => Ok(ChargeMode::Uss),
             "pss" => Ok(ChargeMode::Pss),
             "limit" => Ok(ChargeMode::Limit),
-            other => Err(format!("unknown charge mode '{other}' (expected uss, pss or limit)")),
+            other => Err(format!(
+                "unknown charge mode '{other}' (expected uss, pss or limit)"
+            )),
         }
     }
 }
@@ -64,7 +66,13 @@ mod tests {
 
     #[test]
     fn charge_modes() {
-        let m = MemoryStats { uss: 10, pss: 12, rss: 30, swap: 0, cgroup: 40 };
+        let m = MemoryStats {
+            uss: 10,
+            pss: 12,
+            rss: 30,
+            swap: 0,
+            cgroup: 40,
+        };
         assert_eq!(ChargeMode::Uss.charge(&m, 256), 10);
         assert_eq!(ChargeMode::Pss.charge(&m, 256), 12);
         assert_eq!(ChargeMode::Limit.charge(&m, 256), 256);

@@ -31,7 +31,11 @@ mod tests {
 
     #[test]
     fn measures_self_and_a_child() {
-        let mut child = Command::new("sleep").arg("60").stdin(Stdio::null()).spawn().unwrap();
+        let mut child = Command::new("sleep")
+            .arg("60")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
         let me = std::process::id();
         assert_sane(&smaps_rollup(me).unwrap(), "self");
         assert_sane(&smaps_rollup(child.id()).unwrap(), "child");
@@ -48,12 +52,18 @@ mod tests {
         let pid = child.id();
         // Not reaped yet: once it has exited it is a zombie, whose smaps_rollup fails ESRCH.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap().contains(") Z ") {
+        while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap()
+            .contains(") Z ")
+        {
             assert!(std::time::Instant::now() < deadline, "`true` did not exit");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         assert!(is_gone(&smaps_rollup(pid).unwrap_err()));
-        assert_eq!(measure_pids(&[pid, i32::MAX as u32]), MemoryStats::default());
+        assert_eq!(
+            measure_pids(&[pid, i32::MAX as u32]),
+            MemoryStats::default()
+        );
         let me = measure_pids(&[pid, std::process::id()]);
         assert_sane(&me, "self among the dead");
         child.wait().unwrap();
@@ -80,15 +90,25 @@ mod tests {
             if pid == 0 {
                 unsafe { toucher_child(p2c_r.as_raw_fd(), c2p_w.as_raw_fd()) }
             }
-            let t = Toucher { pid, to_child: p2c_w, from_child: c2p_r };
+            let t = Toucher {
+                pid,
+                to_child: p2c_w,
+                from_child: c2p_r,
+            };
             t.expect_byte();
             t
         }
 
         fn expect_byte(&self) {
             let mut b = 0u8;
-            let n = unsafe { libc::read(self.from_child.as_raw_fd(), (&mut b as *mut u8).cast(), 1) };
-            assert_eq!(n, 1, "child did not report: {}", std::io::Error::last_os_error());
+            let n =
+                unsafe { libc::read(self.from_child.as_raw_fd(), (&mut b as *mut u8).cast(), 1) };
+            assert_eq!(
+                n,
+                1,
+                "child did not report: {}",
+                std::io::Error::last_os_error()
+            );
         }
 
         fn touch(&self) {
@@ -149,6 +169,9 @@ mod tests {
         let after = measure_pids(&[pid]);
         assert_sane(&after, "toucher");
         let grown = after.uss.saturating_sub(before.uss);
-        assert!(grown >= TOUCH_BYTES as u64, "USS grew by {grown} bytes only: {before:?} → {after:?}");
+        assert!(
+            grown >= TOUCH_BYTES as u64,
+            "USS grew by {grown} bytes only: {before:?} → {after:?}"
+        );
     }
 }

@@ -50,7 +50,10 @@ pub fn exclusive_file_pages(pid: u32, mappings: &[&FileMapping]) -> io::Result<V
     let pagemap = File::open(format!("/proc/{pid}/pagemap"))?;
     let mut out = Vec::new();
     let mut buf = Vec::new();
-    for &&FileMapping { start, end, offset, .. } in mappings {
+    for &&FileMapping {
+        start, end, offset, ..
+    } in mappings
+    {
         let pages = ((end.saturating_sub(start)) / PAGE) as usize;
         if pages == 0 {
             continue;
@@ -63,7 +66,9 @@ pub fn exclusive_file_pages(pid: u32, mappings: &[&FileMapping]) -> io::Result<V
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => continue,
             Err(e) => return Err(e),
         }
-        let entries = buf.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap()));
+        let entries = buf
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()));
         let runs = evicted_runs(entries, offset);
         if !runs.is_empty() {
             out.push(EvictedPages { start, end, runs });
@@ -96,7 +101,10 @@ pub fn evicted_runs(entries: impl Iterator<Item = u64>, offset: u64) -> Vec<(u64
 pub fn recache(pid: u32, evicted: &[EvictedPages]) -> io::Result<u64> {
     let mut asked = 0;
     for mapping in evicted {
-        let file = match File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", mapping.start, mapping.end)) {
+        let file = match File::open(format!(
+            "/proc/{pid}/map_files/{:x}-{:x}",
+            mapping.start, mapping.end
+        )) {
             Ok(f) => f,
             // Unmapped meanwhile, or the process is gone: nothing to keep.
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
@@ -141,13 +149,20 @@ mod tests {
             EVICTABLE,
             PRESENT | FILE_OR_SHARED_ANON, // shared with another process: the kernel keeps it
             EVICTABLE,
-            0,                         // not resident
+            0,                            // not resident
             PRESENT | EXCLUSIVELY_MAPPED, // anonymous (a copy-on-write copy): not a file page
             EVICTABLE,
             EVICTABLE,
         ];
         let runs = evicted_runs(entries.into_iter(), 0x10_000);
-        assert_eq!(runs, vec![(0x10_000, 2 * PAGE), (0x10_000 + 3 * PAGE, PAGE), (0x10_000 + 6 * PAGE, 2 * PAGE)]);
+        assert_eq!(
+            runs,
+            vec![
+                (0x10_000, 2 * PAGE),
+                (0x10_000 + 3 * PAGE, PAGE),
+                (0x10_000 + 6 * PAGE, 2 * PAGE)
+            ]
+        );
         assert!(evicted_runs([0u64; 4].into_iter(), 0).is_empty());
     }
 }

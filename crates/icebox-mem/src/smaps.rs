@@ -21,7 +21,9 @@ pub fn parse_smaps_rollup(text: &str) -> io::Result<MemoryStats> {
     for line in text.lines() {
         // Mapping header lines ("5637...-7ffe... ---p ... [rollup]") contain ':' too, but
         // their text before it never equals one of the counter names below.
-        let Some((key, value)) = line.split_once(':') else { continue };
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
         let field = match key {
             "Rss" => &mut stats.rss,
             "Pss" => &mut stats.pss,
@@ -30,7 +32,10 @@ pub fn parse_smaps_rollup(text: &str) -> io::Result<MemoryStats> {
             _ => continue,
         };
         *field += parse_kb(value).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("smaps: bad value in line {line:?}"))
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("smaps: bad value in line {line:?}"),
+            )
         })?;
     }
     Ok(stats)
@@ -78,7 +83,13 @@ Locked:                0 kB
         let s = parse_smaps_rollup(ROLLUP).unwrap();
         assert_eq!(
             s,
-            MemoryStats { uss: 152 * 1024, pss: 327 * 1024, rss: 1780 * 1024, swap: 16 * 1024, cgroup: 0 }
+            MemoryStats {
+                uss: 152 * 1024,
+                pss: 327 * 1024,
+                rss: 1780 * 1024,
+                swap: 16 * 1024,
+                cgroup: 0
+            }
         );
     }
 
@@ -99,7 +110,10 @@ Private_Dirty:        12 kB
 Swap:                  4 kB
 ";
         let s = parse_smaps_rollup(two).unwrap();
-        assert_eq!((s.uss, s.pss, s.rss, s.swap), (16 * 1024, 16 * 1024, 20 * 1024, 4 * 1024));
+        assert_eq!(
+            (s.uss, s.pss, s.rss, s.swap),
+            (16 * 1024, 16 * 1024, 20 * 1024, 4 * 1024)
+        );
     }
 
     #[test]
@@ -107,7 +121,10 @@ Swap:                  4 kB
         assert_eq!(parse_smaps_rollup("").unwrap(), MemoryStats::default());
         let err = parse_smaps_rollup("Rss: lots kB\n").unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
-        assert!(parse_smaps_rollup("Pss: 12\n").is_err(), "a value without its unit is rejected");
+        assert!(
+            parse_smaps_rollup("Pss: 12\n").is_err(),
+            "a value without its unit is rejected"
+        );
     }
 
     #[test]

@@ -133,7 +133,9 @@ impl CgroupRoot {
         }
         let text = fs::read(Path::new("/proc/self/mountinfo"))?;
         let found = mounts::parse_mountinfo(&text);
-        let Some(dirs) = v1::Dirs::from_mounts(&found, base) else { return Ok(None) };
+        let Some(dirs) = v1::Dirs::from_mounts(&found, base) else {
+            return Ok(None);
+        };
         if !dirs.all().iter().all(|d| mounts::writable(d)) {
             return Ok(None);
         }
@@ -146,7 +148,10 @@ impl CgroupRoot {
     /// A cgroup2 hierarchy mounted at `path` (e.g. the `unified` mount of a hybrid host).
     /// Nothing is checked here; operations report what does not work.
     pub fn v2_at(path: &Path) -> CgroupRoot {
-        CgroupRoot { location: Location::V2(path.to_path_buf()), unified: None }
+        CgroupRoot {
+            location: Location::V2(path.to_path_buf()),
+            unified: None,
+        }
     }
 
     pub fn version(&self) -> CgroupVersion {
@@ -186,11 +191,19 @@ impl CgroupRoot {
                 Location::V2(v2::create(root, rel, &wanted)?)
             }
         };
-        let mut cgroup = Cgroup { rel: rel.to_string(), location, unapplied: Vec::new() };
+        let mut cgroup = Cgroup {
+            rel: rel.to_string(),
+            location,
+            unapplied: Vec::new(),
+        };
         match cgroup.set_limits(limits) {
             Ok(unapplied) => {
                 if !unapplied.is_empty() {
-                    tracing::warn!(cgroup = rel, ?unapplied, "cgroup limits without an available controller");
+                    tracing::warn!(
+                        cgroup = rel,
+                        ?unapplied,
+                        "cgroup limits without an available controller"
+                    );
                 }
                 cgroup.unapplied = unapplied;
                 Ok(cgroup)
@@ -214,7 +227,11 @@ impl CgroupRoot {
         if let Err(err) = validate_rel(rel) {
             panic!("{err}");
         }
-        Cgroup { rel: rel.to_string(), location: self.location.join(rel), unapplied: Vec::new() }
+        Cgroup {
+            rel: rel.to_string(),
+            location: self.location.join(rel),
+            unapplied: Vec::new(),
+        }
     }
 
     /// Names of the child cgroups of `rel` (of the hierarchy roots when `rel` is empty), in
@@ -241,19 +258,25 @@ impl CgroupRoot {
 /// outside it.
 fn validate_rel(rel: &str) -> io::Result<()> {
     let ok = !rel.is_empty()
-        && rel.split('/').all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\0'));
+        && rel
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\0'));
     if ok {
         Ok(())
     } else {
-        Err(io::Error::new(io::ErrorKind::InvalidInput, format!("invalid cgroup name {rel:?}")))
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid cgroup name {rel:?}"),
+        ))
     }
 }
 
 fn validate_limits(limits: &CgroupLimits) -> io::Result<()> {
     match limits.cpu_weight {
-        Some(w) if !(1..=10_000).contains(&w) => {
-            Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cpu weight {w} is outside 1..=10000")))
-        }
+        Some(w) if !(1..=10_000).contains(&w) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cpu weight {w} is outside 1..=10000"),
+        )),
         _ => Ok(()),
     }
 }
@@ -282,7 +305,11 @@ impl Cgroup {
 
     /// The cgroup's directory in every hierarchy.
     pub fn paths(&self) -> Vec<PathBuf> {
-        self.location.all().into_iter().map(Path::to_path_buf).collect()
+        self.location
+            .all()
+            .into_iter()
+            .map(Path::to_path_buf)
+            .collect()
     }
 
     /// Applies limits to an existing cgroup (e.g. lowering memory to push an idle instance
@@ -303,7 +330,8 @@ impl Cgroup {
             .into_iter()
             .map(|d| {
                 let path = d.join("cgroup.procs");
-                CString::new(path.as_os_str().as_bytes()).expect("validated cgroup paths have no NUL")
+                CString::new(path.as_os_str().as_bytes())
+                    .expect("validated cgroup paths have no NUL")
             })
             .collect()
     }
@@ -350,7 +378,9 @@ impl Cgroup {
     /// once thawed), and repeats until the cgroup is empty. A missing cgroup is empty.
     pub fn kill_all(&self) -> io::Result<()> {
         if let Location::V2(d) = &self.location {
-            if v2::kill(d)? && fs::wait_until(KILL_WAIT * KILL_ROUNDS, || Ok(self.pids().is_empty()))? {
+            if v2::kill(d)?
+                && fs::wait_until(KILL_WAIT * KILL_ROUNDS, || Ok(self.pids().is_empty()))?
+            {
                 return Ok(());
             }
         }
@@ -457,8 +487,14 @@ mod tests {
     #[test]
     fn cpu_weight_outside_v2_range_is_refused() {
         let root = CgroupRoot::v2_at(Path::new("/nonexistent-cgroup-root"));
-        let limits = CgroupLimits { cpu_weight: Some(0), ..Default::default() };
-        assert_eq!(root.create("a", &limits).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        let limits = CgroupLimits {
+            cpu_weight: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(
+            root.create("a", &limits).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
     }
 
     #[test]
@@ -485,7 +521,10 @@ mod tests {
         );
         let v2 = CgroupRoot::v2_at(Path::new("/cg2"));
         assert!(!v2.is_hybrid());
-        assert_eq!(v2.open("a/b").procs_files(), [CString::new("/cg2/a/b/cgroup.procs").unwrap()]);
+        assert_eq!(
+            v2.open("a/b").procs_files(),
+            [CString::new("/cg2/a/b/cgroup.procs").unwrap()]
+        );
     }
 
     #[test]

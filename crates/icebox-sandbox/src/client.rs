@@ -49,14 +49,22 @@ pub struct RuntimeClient {
 
 impl RuntimeClient {
     pub fn new(socket: impl Into<PathBuf>) -> Self {
-        RuntimeClient { socket: socket.into(), idle: Mutex::new(Vec::new()), _dir: None }
+        RuntimeClient {
+            socket: socket.into(),
+            idle: Mutex::new(Vec::new()),
+            _dir: None,
+        }
     }
 
     /// A client for the socket `name` inside an open directory (e.g. one in another mount
     /// namespace): connects through `/proc/self/fd/N/name`, as UNIX sockets have no connectat.
     pub fn in_dir(dir: OwnedFd, name: &str) -> Self {
         let socket = PathBuf::from(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd()));
-        RuntimeClient { socket, idle: Mutex::new(Vec::new()), _dir: Some(dir) }
+        RuntimeClient {
+            socket,
+            idle: Mutex::new(Vec::new()),
+            _dir: Some(dir),
+        }
     }
 
     /// For an instance that died before its socket could be reached: every request fails to
@@ -87,7 +95,9 @@ impl RuntimeClient {
     }
 
     async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, RuntimeError> {
-        let stream = UnixStream::connect(&self.socket).await.map_err(RuntimeError::Connect)?;
+        let stream = UnixStream::connect(&self.socket)
+            .await
+            .map_err(RuntimeError::Connect)?;
         let (sender, conn) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| RuntimeError::Transport(e.to_string()))?;
@@ -109,9 +119,17 @@ impl RuntimeClient {
         }
     }
 
-    pub async fn request(&self, method: Method, path: &str, body: Bytes) -> Result<RuntimeReply, RuntimeError> {
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Bytes,
+    ) -> Result<RuntimeReply, RuntimeError> {
         let mut sender = self.sender().await?;
-        sender.ready().await.map_err(|e| RuntimeError::Transport(e.to_string()))?;
+        sender
+            .ready()
+            .await
+            .map_err(|e| RuntimeError::Transport(e.to_string()))?;
         let req = Request::builder()
             .method(method)
             .uri(path)
@@ -119,13 +137,18 @@ impl RuntimeClient {
             .header("content-type", "application/json")
             .body(Full::new(body))
             .expect("static request parts are valid");
-        let resp = sender.send_request(req).await.map_err(|e| RuntimeError::Transport(e.to_string()))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| RuntimeError::Transport(e.to_string()))?;
         let status = resp.status().as_u16();
         let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
             .collect()
             .await
             .map_err(|e| {
-                if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some()
+                {
                     RuntimeError::TooLarge
                 } else {
                     RuntimeError::Transport(e.to_string())
@@ -136,7 +159,11 @@ impl RuntimeClient {
         Ok(RuntimeReply { status, body })
     }
 
-    pub async fn post_json(&self, path: &str, body: &serde_json::Value) -> Result<RuntimeReply, RuntimeError> {
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<RuntimeReply, RuntimeError> {
         let bytes = Bytes::from(serde_json::to_vec(body).expect("JSON values serialize"));
         self.request(Method::POST, path, bytes).await
     }

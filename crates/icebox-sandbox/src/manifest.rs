@@ -33,13 +33,19 @@ pub fn heap_mb(memory_limit_bytes: u64) -> u64 {
 impl RuntimeManifest {
     /// argv with `{runtime_dir}`, `{memory_mb}` and `{heap_mb}` replaced.
     pub fn argv(&self, runtime_dir: &str, memory_limit_bytes: u64) -> Vec<String> {
-        self.command.iter().map(|a| expand(a, runtime_dir, memory_limit_bytes)).collect()
+        self.command
+            .iter()
+            .map(|a| expand(a, runtime_dir, memory_limit_bytes))
+            .collect()
     }
 
     /// Environment with the same placeholders replaced, e.g. a PYTHONPATH into the runtime's
     /// own package directory.
     pub fn env_for(&self, runtime_dir: &str, memory_limit_bytes: u64) -> Vec<(String, String)> {
-        self.env.iter().map(|(k, v)| (k.clone(), expand(v, runtime_dir, memory_limit_bytes))).collect()
+        self.env
+            .iter()
+            .map(|(k, v)| (k.clone(), expand(v, runtime_dir, memory_limit_bytes)))
+            .collect()
     }
 
     pub fn language(&self) -> &str {
@@ -101,7 +107,11 @@ impl Runtimes {
     }
 
     pub fn kinds(&self) -> Vec<String> {
-        self.by_kind.keys().chain(self.aliases.keys()).cloned().collect()
+        self.by_kind
+            .keys()
+            .chain(self.aliases.keys())
+            .cloned()
+            .collect()
     }
 }
 
@@ -123,9 +133,15 @@ mod tests {
         let rt = Runtimes::load(dir.path()).unwrap();
         let m = rt.resolve("python:default").unwrap();
         assert_eq!(m.kind, "python:3");
-        assert_eq!(m.argv("/opt/r", 256 << 20), vec!["/usr/bin/python3", "/opt/r/proxy.py"]);
+        assert_eq!(
+            m.argv("/opt/r", 256 << 20),
+            vec!["/usr/bin/python3", "/opt/r/proxy.py"]
+        );
         assert_eq!(m.language(), "python");
-        assert_eq!(m.env_for("/opt/r", 256 << 20), vec![("PYTHONPATH".to_string(), "/opt/r/packages".to_string())]);
+        assert_eq!(
+            m.env_for("/opt/r", 256 << 20),
+            vec![("PYTHONPATH".to_string(), "/opt/r/packages".to_string())]
+        );
         assert!(rt.resolve("ruby:3").is_none());
     }
 
@@ -134,13 +150,23 @@ mod tests {
         let m = RuntimeManifest {
             kind: "nodejs:20".into(),
             aliases: vec![],
-            command: vec!["node".into(), "--max-old-space-size={heap_mb}".into(), "{runtime_dir}/proxy.js".into()],
+            command: vec![
+                "node".into(),
+                "--max-old-space-size={heap_mb}".into(),
+                "{runtime_dir}/proxy.js".into(),
+            ],
             env: BTreeMap::from([("LIMIT".to_string(), "{memory_mb}".to_string())]),
             dir: PathBuf::new(),
         };
-        assert_eq!(m.argv("/r", 256 << 20), vec!["node", "--max-old-space-size=153", "/r/proxy.js"]);
+        assert_eq!(
+            m.argv("/r", 256 << 20),
+            vec!["node", "--max-old-space-size=153", "/r/proxy.js"]
+        );
         assert_eq!(m.argv("/r", 1 << 30)[1], "--max-old-space-size=614");
-        assert_eq!(m.env_for("/r", 512 << 20), vec![("LIMIT".to_string(), "512".to_string())]);
+        assert_eq!(
+            m.env_for("/r", 512 << 20),
+            vec![("LIMIT".to_string(), "512".to_string())]
+        );
     }
 
     #[test]

@@ -16,7 +16,9 @@ pub struct Detachable<T: Send + 'static> {
 
 impl<T: Send + 'static> Detachable<T> {
     pub fn new(future: impl Future<Output = T> + Send + 'static) -> Self {
-        Detachable { future: Some(Box::pin(future)) }
+        Detachable {
+            future: Some(Box::pin(future)),
+        }
     }
 }
 
@@ -24,7 +26,10 @@ impl<T: Send + 'static> Future for Detachable<T> {
     type Output = T;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        let future = self.future.as_mut().expect("a Detachable is not polled after it completed");
+        let future = self
+            .future
+            .as_mut()
+            .expect("a Detachable is not polled after it completed");
         let ready = future.as_mut().poll(cx);
         if ready.is_ready() {
             self.future = None;
@@ -65,7 +70,9 @@ mod tests {
             flag.store(true, Ordering::SeqCst);
         });
         // The caller stops waiting (a client that hung up, or the 60 s blocking limit).
-        assert!(tokio::time::timeout(Duration::from_millis(10), work).await.is_err());
+        assert!(tokio::time::timeout(Duration::from_millis(10), work)
+            .await
+            .is_err());
         assert!(!finished.load(Ordering::SeqCst));
         tx.send(()).unwrap();
         for _ in 0..100 {

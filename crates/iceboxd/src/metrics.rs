@@ -80,42 +80,112 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("icebox");
         let invocations = Family::<InvocationLabels, Counter>::default();
-        registry.register("invocations", "Invocations by start kind and outcome", invocations.clone());
-        let invocation_seconds = Family::<StartLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
-        registry.register("invocation_duration_seconds", "End-to-end invocation latency inside the daemon", invocation_seconds.clone());
-        let cold_start_seconds = Family::<KindLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
-        registry.register("cold_start_seconds", "Sandbox start + runtime ready + /init", cold_start_seconds.clone());
+        registry.register(
+            "invocations",
+            "Invocations by start kind and outcome",
+            invocations.clone(),
+        );
+        let invocation_seconds =
+            Family::<StartLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram,
+            );
+        registry.register(
+            "invocation_duration_seconds",
+            "End-to-end invocation latency inside the daemon",
+            invocation_seconds.clone(),
+        );
+        let cold_start_seconds =
+            Family::<KindLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram,
+            );
+        registry.register(
+            "cold_start_seconds",
+            "Sandbox start + runtime ready + /init",
+            cold_start_seconds.clone(),
+        );
         let instances = Family::<StateLabel, Gauge>::default();
-        registry.register("instances", "Instances by lifecycle state", instances.clone());
+        registry.register(
+            "instances",
+            "Instances by lifecycle state",
+            instances.clone(),
+        );
         let memory_bytes = Family::<MemoryLabels, Gauge>::default();
-        registry.register("memory_bytes", "Measured instance memory by state", memory_bytes.clone());
+        registry.register(
+            "memory_bytes",
+            "Measured instance memory by state",
+            memory_bytes.clone(),
+        );
         let pool_charged = Gauge::default();
-        registry.register("pool_charged_bytes", "Memory charged by idle and frozen instances", pool_charged.clone());
+        registry.register(
+            "pool_charged_bytes",
+            "Memory charged by idle and frozen instances",
+            pool_charged.clone(),
+        );
         let pool_budget = Gauge::default();
-        registry.register("pool_budget_bytes", "Memory budget of the keep-alive pool", pool_budget.clone());
+        registry.register(
+            "pool_budget_bytes",
+            "Memory budget of the keep-alive pool",
+            pool_budget.clone(),
+        );
         let evictions = Family::<ReasonLabel, Counter>::default();
-        registry.register("evictions", "Evicted instances by reason", evictions.clone());
+        registry.register(
+            "evictions",
+            "Evicted instances by reason",
+            evictions.clone(),
+        );
         let freeze_seconds = fast_histogram();
-        registry.register("freeze_seconds", "Time to freeze an instance", freeze_seconds.clone());
+        registry.register(
+            "freeze_seconds",
+            "Time to freeze an instance",
+            freeze_seconds.clone(),
+        );
         let thaw_seconds = fast_histogram();
-        registry.register("thaw_seconds", "Time to thaw an instance", thaw_seconds.clone());
+        registry.register(
+            "thaw_seconds",
+            "Time to thaw an instance",
+            thaw_seconds.clone(),
+        );
         let queue_length = Gauge::default();
-        registry.register("queue_length", "Invocations waiting for capacity", queue_length.clone());
+        registry.register(
+            "queue_length",
+            "Invocations waiting for capacity",
+            queue_length.clone(),
+        );
         let rejected = Counter::default();
-        registry.register("rejected", "Invocations rejected with 429 (queue full)", rejected.clone());
+        registry.register(
+            "rejected",
+            "Invocations rejected with 429 (queue full)",
+            rejected.clone(),
+        );
         let reclaims = Family::<OutcomeLabel, Counter>::default();
-        registry.register("reclaims", "Reclaims of idle instances by outcome (ok, failed, evicted)", reclaims.clone());
+        registry.register(
+            "reclaims",
+            "Reclaims of idle instances by outcome (ok, failed, evicted)",
+            reclaims.clone(),
+        );
         let reclaimed_bytes = Counter::default();
-        registry.register("reclaimed_bytes", "Memory freed by reclaims (daemon-measured)", reclaimed_bytes.clone());
+        registry.register(
+            "reclaimed_bytes",
+            "Memory freed by reclaims (daemon-measured)",
+            reclaimed_bytes.clone(),
+        );
         let reclaim_cpu_seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
-        registry.register("reclaim_cpu_seconds", "CPU time runtimes spent reclaiming", reclaim_cpu_seconds.clone());
+        registry.register(
+            "reclaim_cpu_seconds",
+            "CPU time runtimes spent reclaiming",
+            reclaim_cpu_seconds.clone(),
+        );
         let recorder = crate::recorder::RecorderMetrics::default();
         registry.register(
             "activations_unwritten",
             "Activation records held in memory because the registry has not taken them yet",
             recorder.unwritten.clone(),
         );
-        registry.register("registry_write_failures", "Failed attempts to write activation records to the registry", recorder.write_failures.clone());
+        registry.register(
+            "registry_write_failures",
+            "Failed attempts to write activation records to the registry",
+            recorder.write_failures.clone(),
+        );
         Metrics {
             registry,
             recorder,
@@ -139,7 +209,8 @@ impl Metrics {
 
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
         out
     }
 }

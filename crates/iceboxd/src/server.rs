@@ -18,21 +18,40 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 pub async fn run(cfg: Config) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&cfg.state_dir)
-        .with_context(|| format!("cannot create the state directory {}", cfg.state_dir.display()))?;
+    std::fs::create_dir_all(&cfg.state_dir).with_context(|| {
+        format!(
+            "cannot create the state directory {}",
+            cfg.state_dir.display()
+        )
+    })?;
     let state_dir = cfg.state_dir.canonicalize()?;
     let _lock = lock_state_dir(&state_dir)?;
 
-    let (key, generated) = crate::auth::load_or_create(&state_dir, cfg.auth.as_deref(), &cfg.namespace)?;
+    let (key, generated) =
+        crate::auth::load_or_create(&state_dir, cfg.auth.as_deref(), &cfg.namespace)?;
     if generated {
-        tracing::info!("generated an API key in {}", state_dir.join("auth").display());
+        tracing::info!(
+            "generated an API key in {}",
+            state_dir.join("auth").display()
+        );
     }
-    let registry = Arc::new(crate::registry::open_in_state_dir(&state_dir, cfg.init_registry)?);
+    let registry = Arc::new(crate::registry::open_in_state_dir(
+        &state_dir,
+        cfg.init_registry,
+    )?);
     let runtimes_dir = cfg.resolve_runtimes_dir();
-    let runtimes = Runtimes::load(&runtimes_dir)
-        .with_context(|| format!("loading runtimes from {} (set --runtimes-dir)", runtimes_dir.display()))?;
+    let runtimes = Runtimes::load(&runtimes_dir).with_context(|| {
+        format!(
+            "loading runtimes from {} (set --runtimes-dir)",
+            runtimes_dir.display()
+        )
+    })?;
 
-    let backend = Arc::new(ProcessBackend::new(&state_dir, &state_tag(&state_dir), cfg.isolation)?);
+    let backend = Arc::new(ProcessBackend::new(
+        &state_dir,
+        &state_tag(&state_dir),
+        cfg.isolation,
+    )?);
     if !backend.isolated() {
         tracing::warn!(
             "RUNNING WITHOUT ISOLATION: instances are plain processes (no namespaces, no cgroups, no memory or \
@@ -57,11 +76,17 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         threshold_max: cfg.reclaim_threshold_max,
         ..Default::default()
     };
-    desiccant.validate().map_err(|e| anyhow::anyhow!("invalid reclaim settings: {e}"))?;
+    desiccant
+        .validate()
+        .map_err(|e| anyhow::anyhow!("invalid reclaim settings: {e}"))?;
     let events = Arc::new(EventBus::new());
     let connections = Arc::new(crate::serve::ConnectionStats::default());
     let mut metrics = Metrics::new();
-    metrics.registry.register_collector(Box::new(crate::serve::ConnectionCollector(connections.clone())));
+    metrics
+        .registry
+        .register_collector(Box::new(crate::serve::ConnectionCollector(
+            connections.clone(),
+        )));
     let metrics = Arc::new(metrics);
     let api_host = match cfg.listen.strip_prefix("unix:") {
         Some(_) => String::new(),
@@ -79,10 +104,17 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             tmp_bytes: cfg.tmp_size,
             sample_interval: cfg.sample_interval,
             api_host,
-            prewarm: cfg.prewarm.iter().filter(|(_, n)| *n > 0).cloned().collect(),
+            prewarm: cfg
+                .prewarm
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .cloned()
+                .collect(),
             reclaim_mode: cfg.reclaim_mode,
             desiccant,
-            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             library_pageout: cfg.library_pageout,
         },
         events.clone(),
@@ -104,7 +136,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         metrics,
         actions: RwLock::new(actions),
         started: Instant::now(),
-        body: crate::api::BodyLimits::new(cfg.max_payload as usize, cfg.body_timeout, cfg.max_buffered),
+        body: crate::api::BodyLimits::new(
+            cfg.max_payload as usize,
+            cfg.body_timeout,
+            cfg.max_buffered,
+        ),
         connections,
     });
 
@@ -116,7 +152,12 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     }
     pool.refill_prewarm();
     let manager = tokio::spawn(pool.clone().run_manager(stop_rx.clone()));
-    let pruner = tokio::spawn(prune_loop(registry, cfg.activation_retention, cfg.activation_max_age, stop_rx));
+    let pruner = tokio::spawn(prune_loop(
+        registry,
+        cfg.activation_retention,
+        cfg.activation_max_age,
+        stop_rx,
+    ));
 
     let app = crate::api::router(state.clone());
     let shutdown = async {
@@ -167,10 +208,18 @@ async fn shutdown_signal() {
     }
 }
 
-async fn prune_loop(registry: Arc<Registry>, keep: usize, max_age: Duration, mut stop: watch::Receiver<bool>) {
+async fn prune_loop(
+    registry: Arc<Registry>,
+    keep: usize,
+    max_age: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         let r = registry.clone();
-        let pruned = tokio::task::spawn_blocking(move || r.prune_activations(keep, max_age.as_millis() as u64, crate::now_ms())).await;
+        let pruned = tokio::task::spawn_blocking(move || {
+            r.prune_activations(keep, max_age.as_millis() as u64, crate::now_ms())
+        })
+        .await;
         if let Ok(Ok(n)) = pruned {
             if n > 0 {
                 tracing::debug!("pruned {n} activation(s)");
@@ -219,10 +268,17 @@ fn connection_cap(wanted: usize) -> usize {
 
 /// One daemon per state directory: a second one would clean up the first one's instances.
 fn lock_state_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("lock"))?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("lock"))?;
     // SAFETY: flock on an fd we own.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        anyhow::bail!("another iceboxd is already using the state directory {}", dir.display());
+        anyhow::bail!(
+            "another iceboxd is already using the state directory {}",
+            dir.display()
+        );
     }
     Ok(file)
 }

@@ -37,7 +37,12 @@ impl Daemon {
     /// A daemon whose open-file limit (soft and hard) is `nofile`, as on a host with a low
     /// default: what a flood of connections must not exhaust.
     pub fn start_with_nofile(nofile: u64, extra: &[&str]) -> Daemon {
-        Self::launch(&StateDir::new(), &paths::runtimes_dir(), extra, Some(nofile))
+        Self::launch(
+            &StateDir::new(),
+            &paths::runtimes_dir(),
+            extra,
+            Some(nofile),
+        )
     }
 
     /// A daemon on an existing state directory (a restart).
@@ -50,7 +55,12 @@ impl Daemon {
         Self::launch(&StateDir::new(), runtimes_dir, extra, None)
     }
 
-    fn launch(state: &StateDir, runtimes_dir: &std::path::Path, extra: &[&str], nofile: Option<u64>) -> Daemon {
+    fn launch(
+        state: &StateDir,
+        runtimes_dir: &std::path::Path,
+        extra: &[&str],
+        nofile: Option<u64>,
+    ) -> Daemon {
         let iceboxd = paths::binary("iceboxd");
         paths::binary("icebox");
         // A free port may be taken by another test between our probe and the daemon's bind.
@@ -73,7 +83,10 @@ impl Daemon {
                 // SAFETY: setrlimit only, between fork and exec.
                 unsafe {
                     cmd.pre_exec(move || {
-                        let lim = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+                        let lim = libc::rlimit {
+                            rlim_cur: limit,
+                            rlim_max: limit,
+                        };
                         if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
                             return Err(std::io::Error::last_os_error());
                         }

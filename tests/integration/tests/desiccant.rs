@@ -18,7 +18,12 @@ fn deploy_alloc(d: &Daemon, language: &str, name: &str, annotations: &[(&str, &s
         "nodejs" => args.push(example("examples/nodejs/alloc.js")),
         "java" => {
             paths::java_proxy_jar();
-            args.push(paths::java_examples_jar().to_str().expect("utf-8").to_string());
+            args.push(
+                paths::java_examples_jar()
+                    .to_str()
+                    .expect("utf-8")
+                    .to_string(),
+            );
             args.extend(["--main".into(), "Alloc".into()]);
         }
         other => panic!("no alloc example for {other}"),
@@ -33,15 +38,30 @@ fn deploy_alloc(d: &Daemon, language: &str, name: &str, annotations: &[(&str, &s
 }
 
 fn wait_frozen(d: &Daemon, instance: &str) {
-    wait_for(&format!("{instance} frozen"), Duration::from_secs(20), || {
-        d.instance(instance).filter(|i| i["state"] == "frozen").map(|_| ())
-    });
+    wait_for(
+        &format!("{instance} frozen"),
+        Duration::from_secs(20),
+        || {
+            d.instance(instance)
+                .filter(|i| i["state"] == "frozen")
+                .map(|_| ())
+        },
+    );
 }
 
 fn reclaim(d: &Daemon, instance: &str) -> (u16, Value) {
-    let reply = d.request("POST", &format!("/icebox/v1/instances/{instance}/reclaim"), Auth::Key(AUTH), None);
+    let reply = d.request(
+        "POST",
+        &format!("/icebox/v1/instances/{instance}/reclaim"),
+        Auth::Key(AUTH),
+        None,
+    );
     let status = reply.status;
-    let body = if status == 200 { reply.json() } else { json!({"error": reply.error_message()}) };
+    let body = if status == 200 {
+        reply.json()
+    } else {
+        json!({"error": reply.error_message()})
+    };
     (status, body)
 }
 
@@ -72,19 +92,34 @@ fn manual_reclaim_frees_most_frozen_garbage_on_every_runtime() {
             freed * 2 >= before,
             "{language}: a reclaim should free at least half of an instance full of garbage: {report:#}"
         );
-        assert_ne!(report["variant"], "none", "{language}: the runtime has the reclaim extension");
+        assert_ne!(
+            report["variant"], "none",
+            "{language}: the runtime has the reclaim extension"
+        );
 
         // Frozen again, and the next invocation is warm on the same instance and correct.
-        assert_eq!(d.instance(&instance).unwrap()["state"], "frozen", "{language}: refrozen after the reclaim");
+        assert_eq!(
+            d.instance(&instance).unwrap()["state"],
+            "frozen",
+            "{language}: refrozen after the reclaim"
+        );
         let after = d.invoke(&name, json!({"mb": 4})).expect_success();
         assert_eq!(after.start_kind(), "warm");
         assert_eq!(after.instance(), instance);
 
         // The reclaim is visible as an event and in the metrics.
-        assert!(d.events_of(&instance).iter().any(|e| e["kind"] == "reclaimed"), "{language}: no reclaimed event");
+        assert!(
+            d.events_of(&instance)
+                .iter()
+                .any(|e| e["kind"] == "reclaimed"),
+            "{language}: no reclaimed event"
+        );
     }
     let metrics = d.request("GET", "/metrics", Auth::None, None).body;
-    assert!(metrics.contains("icebox_reclaims_total{outcome=\"ok\"} 3"), "{metrics}");
+    assert!(
+        metrics.contains("icebox_reclaims_total{outcome=\"ok\"} 3"),
+        "{metrics}"
+    );
     d.stop();
 }
 
@@ -108,13 +143,25 @@ fn the_policy_reclaims_when_the_pool_fills_up() {
     ]);
     deploy_alloc(&d, "python", "alloc", &[]);
     let instance = instance_with_garbage(&d, "alloc", 96);
-    let event = wait_for("a reclaim started by the policy", Duration::from_secs(30), || {
-        d.events_of(&instance).into_iter().find(|e| e["kind"] == "reclaimed")
-    });
+    let event = wait_for(
+        "a reclaim started by the policy",
+        Duration::from_secs(30),
+        || {
+            d.events_of(&instance)
+                .into_iter()
+                .find(|e| e["kind"] == "reclaimed")
+        },
+    );
     let uss_after = event["memory"]["uss"].as_u64().unwrap();
-    assert!(uss_after < 64 << 20, "the reclaim freed the garbage: {event}");
+    assert!(
+        uss_after < 64 << 20,
+        "the reclaim freed the garbage: {event}"
+    );
     // Nothing was evicted: reclaiming made room instead.
-    assert!(d.events().iter().all(|e| e["kind"] != "evicted"), "no eviction expected");
+    assert!(
+        d.events().iter().all(|e| e["kind"] != "evicted"),
+        "no eviction expected"
+    );
     d.stop();
 }
 
@@ -140,7 +187,10 @@ fn vanilla_instances_are_never_reclaimed_by_the_policy() {
     let instance = instance_with_garbage(&d, "alloc", 96);
     // Long enough for several policy rounds after the candidate time.
     std::thread::sleep(Duration::from_secs(3));
-    assert!(d.events_of(&instance).iter().all(|e| e["kind"] != "reclaimed"));
+    assert!(d
+        .events_of(&instance)
+        .iter()
+        .all(|e| e["kind"] != "reclaimed"));
     assert_eq!(d.instance(&instance).unwrap()["reclaim_mode"], "vanilla");
     d.stop();
 }
@@ -156,9 +206,16 @@ fn an_invocation_racing_a_reclaim_is_served_correctly() {
             let activation = d.invoke("alloc", json!({"mb": 2}));
             let (status, body) = reclaimer.join().unwrap();
             // The reclaim either ran (200) or found the instance busy with the invocation (409).
-            assert!(status == 200 || status == 409, "round {round}: {status} {body}");
+            assert!(
+                status == 200 || status == 409,
+                "round {round}: {status} {body}"
+            );
             let activation = activation.expect_success();
-            assert_eq!(activation.instance(), instance, "round {round}: served by the same warm instance");
+            assert_eq!(
+                activation.instance(),
+                instance,
+                "round {round}: served by the same warm instance"
+            );
         });
         wait_frozen(&d, &instance);
     }
@@ -179,7 +236,9 @@ fn reclaim_of_an_unknown_or_busy_instance_is_refused() {
     std::thread::scope(|s| {
         let run = s.spawn(|| d.invoke("slow", json!({})));
         let instance = wait_for("the slow instance", Duration::from_secs(10), || {
-            d.instances().into_iter().find(|i| i["action"] == "guest/slow" && i["state"] == "running")
+            d.instances()
+                .into_iter()
+                .find(|i| i["action"] == "guest/slow" && i["state"] == "running")
         });
         let (status, body) = reclaim(&d, instance["id"].as_str().unwrap());
         assert_eq!(status, 409, "{body}");
@@ -190,20 +249,36 @@ fn reclaim_of_an_unknown_or_busy_instance_is_refused() {
 
 #[test]
 fn eager_mode_collects_garbage_after_every_invocation() {
-    let d = Daemon::start(&["--pause-grace", "100ms", "--prewarm", "none", "--reclaim-mode", "vanilla"]);
+    let d = Daemon::start(&[
+        "--pause-grace",
+        "100ms",
+        "--prewarm",
+        "none",
+        "--reclaim-mode",
+        "vanilla",
+    ]);
     // Same code, one action per mode (the action annotation overrides the node's mode).
     deploy_alloc(&d, "python", "vanilla", &[]);
     deploy_alloc(&d, "python", "eager", &[("icebox.reclaim", "\"eager\"")]);
     let uss = |name: &str| {
         let instance = instance_with_garbage(&d, name, 64);
         let view = d.get_json(&format!("/icebox/v1/instances/{instance}?fresh=true"));
-        (view["reclaim_mode"].as_str().unwrap().to_string(), view["memory"]["uss"].as_u64().unwrap())
+        (
+            view["reclaim_mode"].as_str().unwrap().to_string(),
+            view["memory"]["uss"].as_u64().unwrap(),
+        )
     };
     let (vanilla_mode, vanilla) = uss("vanilla");
     let (eager_mode, eager) = uss("eager");
-    assert_eq!((vanilla_mode.as_str(), eager_mode.as_str()), ("vanilla", "eager"));
+    assert_eq!(
+        (vanilla_mode.as_str(), eager_mode.as_str()),
+        ("vanilla", "eager")
+    );
     // The example leaves its 64 MB as reference cycles: only a collection frees them.
-    assert!(eager * 2 < vanilla, "eager {eager} should hold far less than vanilla {vanilla}");
+    assert!(
+        eager * 2 < vanilla,
+        "eager {eager} should hold far less than vanilla {vanilla}"
+    );
     d.stop();
 }
 
@@ -211,20 +286,38 @@ fn eager_mode_collects_garbage_after_every_invocation() {
 fn a_runtime_without_the_reclaim_extension_is_reclaimed_by_page_out_only() {
     let fixture = paths::workspace_root().join("tests/integration/fixtures/runtimes");
     let d = Daemon::start_with_runtimes(&fixture, &["--pause-grace", "100ms", "--prewarm", "none"]);
-    d.deploy("old", "python:legacy", "def main(args):\n    return {'hello': args.get('name')}\n", json!({"memory": 128}));
+    d.deploy(
+        "old",
+        "python:legacy",
+        "def main(args):\n    return {'hello': args.get('name')}\n",
+        json!({"memory": 128}),
+    );
     let first = d.invoke("old", json!({"name": "a"})).expect_success();
     assert_eq!(first.result(), &json!({"hello": "a"}));
     let instance = first.instance().to_string();
     wait_frozen(&d, &instance);
 
     let (status, report) = reclaim(&d, &instance);
-    assert_eq!(status, 200, "a proxy without /icebox/reclaim is skipped, not an error: {report}");
-    assert_eq!(report["variant"], "none", "no runtime reclaim ran: {report}");
+    assert_eq!(
+        status, 200,
+        "a proxy without /icebox/reclaim is skipped, not an error: {report}"
+    );
+    assert_eq!(
+        report["variant"], "none",
+        "no runtime reclaim ran: {report}"
+    );
     assert!(report["live_bytes"].is_null(), "{report}");
-    assert_eq!(d.instance(&instance).unwrap()["state"], "frozen", "refrozen after the page-out");
+    assert_eq!(
+        d.instance(&instance).unwrap()["state"],
+        "frozen",
+        "refrozen after the page-out"
+    );
 
     let again = d.invoke("old", json!({"name": "b"})).expect_success();
-    assert_eq!((again.instance(), again.result()), (instance.as_str(), &json!({"hello": "b"})));
+    assert_eq!(
+        (again.instance(), again.result()),
+        (instance.as_str(), &json!({"hello": "b"}))
+    );
     d.assert_healthy();
     d.stop();
 }
@@ -235,29 +328,82 @@ fn node_keeps_its_heap_inside_the_memory_limit() {
     // garbage piled up between collections used to get it OOM-killed; iceboxd starts it with
     // --max-old-space-size below the limit. Both a fresh start and a stem cell.
     for prewarm in ["none", "nodejs:20=1"] {
-        let d = Daemon::start(&["--pause-grace", "100ms", "--prewarm", prewarm, "--reclaim-mode", "vanilla"]);
-        let out = d.cli(&["action", "update", "alloc", &example("examples/nodejs/alloc.js"), "--memory", "256"]);
+        let d = Daemon::start(&[
+            "--pause-grace",
+            "100ms",
+            "--prewarm",
+            prewarm,
+            "--reclaim-mode",
+            "vanilla",
+        ]);
+        let out = d.cli(&[
+            "action",
+            "update",
+            "alloc",
+            &example("examples/nodejs/alloc.js"),
+            "--memory",
+            "256",
+        ]);
         out.success();
         if prewarm != "none" {
-            wait_for("a prewarmed Node.js runtime", Duration::from_secs(20), || {
-                d.instances().into_iter().find(|i| i["state"] == "prewarmed")
-            });
+            wait_for(
+                "a prewarmed Node.js runtime",
+                Duration::from_secs(20),
+                || {
+                    d.instances()
+                        .into_iter()
+                        .find(|i| i["state"] == "prewarmed")
+                },
+            );
         }
         let first = d.invoke("alloc", json!({"mb": 90})).expect_success();
         // A stem cell's id carries over: its own runtime_ready comes first, the action's last.
-        let origin = d.events_of(first.instance()).into_iter().rev().find(|e| e["kind"] == "runtime_ready").unwrap()["detail"].clone();
-        assert_eq!(origin == "prewarmed", prewarm != "none", "prewarm {prewarm}: the stem cell serves 256 MB actions");
+        let origin = d
+            .events_of(first.instance())
+            .into_iter()
+            .rev()
+            .find(|e| e["kind"] == "runtime_ready")
+            .unwrap()["detail"]
+            .clone();
+        assert_eq!(
+            origin == "prewarmed",
+            prewarm != "none",
+            "prewarm {prewarm}: the stem cell serves 256 MB actions"
+        );
         for round in 0..8 {
             let next = d.invoke("alloc", json!({"mb": 90})).expect_success();
-            assert_eq!(next.instance(), first.instance(), "prewarm {prewarm}, round {round}: the instance survived");
+            assert_eq!(
+                next.instance(),
+                first.instance(),
+                "prewarm {prewarm}, round {round}: the instance survived"
+            );
         }
-        assert!(d.events().iter().all(|e| e["kind"] != "evicted"), "prewarm {prewarm}: nothing was OOM-killed");
+        assert!(
+            d.events().iter().all(|e| e["kind"] != "evicted"),
+            "prewarm {prewarm}: nothing was OOM-killed"
+        );
         if prewarm != "none" {
             // A stem cell's heap is sized for its own limit: an action of another size starts afresh.
-            d.cli(&["action", "update", "big", &example("examples/nodejs/alloc.js"), "--memory", "512"]).success();
+            d.cli(&[
+                "action",
+                "update",
+                "big",
+                &example("examples/nodejs/alloc.js"),
+                "--memory",
+                "512",
+            ])
+            .success();
             let big = d.invoke("big", json!({"mb": 1})).expect_success();
-            let origin = d.events_of(big.instance()).into_iter().find(|e| e["kind"] == "runtime_ready").unwrap()["detail"].clone();
-            assert!(origin.is_null(), "a 512 MB action does not take a 256 MB stem cell: {origin}");
+            let origin = d
+                .events_of(big.instance())
+                .into_iter()
+                .find(|e| e["kind"] == "runtime_ready")
+                .unwrap()["detail"]
+                .clone();
+            assert!(
+                origin.is_null(),
+                "a 512 MB action does not take a 256 MB stem cell: {origin}"
+            );
         }
         d.stop();
     }
@@ -269,17 +415,40 @@ fn a_reclaim_whose_runtime_hangs_or_dies_or_that_is_evicted_meanwhile_leaves_no_
     let d = Daemon::start_with_runtimes(&fixture, &["--pause-grace", "100ms", "--prewarm", "none"]);
     let main = "def main(args):\n    return {'ok': True}\n";
     d.deploy("bystander", "python:legacy", main, json!({"memory": 128}));
-    d.deploy("hangs", "python:legacy", &format!("import time\n{main}def reclaim():\n    time.sleep(3600)\n"), json!({"memory": 128}));
-    d.deploy("dies", "python:legacy", &format!("import os\n{main}def reclaim():\n    os._exit(3)\n"), json!({"memory": 128}));
-    let bystander = d.invoke("bystander", json!({})).expect_success().instance().to_string();
+    d.deploy(
+        "hangs",
+        "python:legacy",
+        &format!("import time\n{main}def reclaim():\n    time.sleep(3600)\n"),
+        json!({"memory": 128}),
+    );
+    d.deploy(
+        "dies",
+        "python:legacy",
+        &format!("import os\n{main}def reclaim():\n    os._exit(3)\n"),
+        json!({"memory": 128}),
+    );
+    let bystander = d
+        .invoke("bystander", json!({}))
+        .expect_success()
+        .instance()
+        .to_string();
     for name in ["hangs", "dies"] {
-        let instance = d.invoke(name, json!({})).expect_success().instance().to_string();
+        let instance = d
+            .invoke(name, json!({}))
+            .expect_success()
+            .instance()
+            .to_string();
         wait_frozen(&d, &instance);
         let (status, body) = reclaim(&d, &instance);
-        assert!(status >= 500, "{name}: the reclaim failed visibly: {status} {body}");
+        assert!(
+            status >= 500,
+            "{name}: the reclaim failed visibly: {status} {body}"
+        );
         // Evicted, not left thawed in the pool; its processes and cgroups are gone.
         wait_for(&format!("{name} evicted"), Duration::from_secs(20), || {
-            d.events_of(&instance).into_iter().find(|e| e["kind"] == "evicted")
+            d.events_of(&instance)
+                .into_iter()
+                .find(|e| e["kind"] == "evicted")
         });
         assert!(d.instance(&instance).is_none(), "{name}: no longer listed");
         // The next invocation starts a new instance and is served.
@@ -289,30 +458,65 @@ fn a_reclaim_whose_runtime_hangs_or_dies_or_that_is_evicted_meanwhile_leaves_no_
     // Evicted meanwhile: the action is deleted while its instance's reclaim hangs. The reclaim
     // ends with an error as soon as the runtime is gone (not at its 10 s timeout's leisure:
     // nothing here depends on that), and the instance is evicted exactly once.
-    d.deploy("retired", "python:legacy", &format!("import time\n{main}def reclaim():\n    time.sleep(3600)\n"), json!({"memory": 128}));
-    let instance = d.invoke("retired", json!({})).expect_success().instance().to_string();
+    d.deploy(
+        "retired",
+        "python:legacy",
+        &format!("import time\n{main}def reclaim():\n    time.sleep(3600)\n"),
+        json!({"memory": 128}),
+    );
+    let instance = d
+        .invoke("retired", json!({}))
+        .expect_success()
+        .instance()
+        .to_string();
     wait_frozen(&d, &instance);
     std::thread::scope(|s| {
         let reclaimer = s.spawn(|| reclaim(&d, &instance));
         // The pool still lists it as frozen; the kernel's freezer shows the reclaim's thaw.
-        wait_for("the reclaim to thaw the instance", Duration::from_secs(10), || {
-            match icebox_integration::leaks::instance_frozen_in_kernel(d.state().tag(), &instance) {
-                Some(false) => Some(()),
-                Some(true) => None,
-                None => panic!("instance {instance} has no freezer cgroup"), // Daemon::start requires crun
-            }
-        });
-        d.request("DELETE", &icebox_integration::action_path("retired"), Auth::Key(AUTH), None).expect(200);
+        wait_for(
+            "the reclaim to thaw the instance",
+            Duration::from_secs(10),
+            || {
+                match icebox_integration::leaks::instance_frozen_in_kernel(
+                    d.state().tag(),
+                    &instance,
+                ) {
+                    Some(false) => Some(()),
+                    Some(true) => None,
+                    None => panic!("instance {instance} has no freezer cgroup"), // Daemon::start requires crun
+                }
+            },
+        );
+        d.request(
+            "DELETE",
+            &icebox_integration::action_path("retired"),
+            Auth::Key(AUTH),
+            None,
+        )
+        .expect(200);
         let (status, body) = reclaimer.join().unwrap();
-        assert!(status >= 500 || status == 404, "the reclaim of an evicted instance failed visibly: {status} {body}");
+        assert!(
+            status >= 500 || status == 404,
+            "the reclaim of an evicted instance failed visibly: {status} {body}"
+        );
     });
     assert!(d.instance(&instance).is_none(), "evicted");
-    let evictions = d.events_of(&instance).into_iter().filter(|e| e["kind"] == "evicted").count();
+    let evictions = d
+        .events_of(&instance)
+        .into_iter()
+        .filter(|e| e["kind"] == "evicted")
+        .count();
     assert_eq!(evictions, 1, "evicted once");
 
     // The neighbour was never touched.
-    assert!(d.instance(&bystander).is_some(), "the bystander instance lives on");
-    assert_eq!(d.invoke("bystander", json!({})).expect_success().instance(), bystander);
+    assert!(
+        d.instance(&bystander).is_some(),
+        "the bystander instance lives on"
+    );
+    assert_eq!(
+        d.invoke("bystander", json!({})).expect_success().instance(),
+        bystander
+    );
     d.assert_healthy();
     d.stop();
 }

@@ -22,7 +22,9 @@ fn closed_by_daemon(stream: &mut TcpStream, wait: Duration) -> bool {
         match stream.read(&mut buf) {
             Ok(0) => return true,
             Ok(_) => continue, // an error answer (408) before the close is fine
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return false,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return false
+            }
             Err(_) => return true,
         }
     }
@@ -39,7 +41,10 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 fn raise_own_nofile() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: our own limits, valid struct.
     unsafe {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
@@ -53,16 +58,24 @@ fn slow_and_idle_connections_are_closed() {
     let d = Daemon::start(&[]);
     // slowloris: half a request header, then silence.
     let mut slow = connect(&d);
-    slow.write_all(b"GET /icebox/v1/health HTTP/1.1\r\nHost: icebox\r\nX-Slow: ").unwrap();
+    slow.write_all(b"GET /icebox/v1/health HTTP/1.1\r\nHost: icebox\r\nX-Slow: ")
+        .unwrap();
     // an idle keep-alive connection after one complete request.
     let mut idle = connect(&d);
-    idle.write_all(b"GET /icebox/v1/health HTTP/1.1\r\nHost: icebox\r\n\r\n").unwrap();
+    idle.write_all(b"GET /icebox/v1/health HTTP/1.1\r\nHost: icebox\r\n\r\n")
+        .unwrap();
     let mut first = [0u8; 12];
     idle.read_exact(&mut first).unwrap();
     assert_eq!(&first, b"HTTP/1.1 200");
     // the default header timeout is 20 s: both must be gone well within a minute.
-    assert!(closed_by_daemon(&mut slow, Duration::from_secs(60)), "a half-sent header holds its connection open");
-    assert!(closed_by_daemon(&mut idle, Duration::from_secs(60)), "an idle keep-alive connection is never closed");
+    assert!(
+        closed_by_daemon(&mut slow, Duration::from_secs(60)),
+        "a half-sent header holds its connection open"
+    );
+    assert!(
+        closed_by_daemon(&mut idle, Duration::from_secs(60)),
+        "an idle keep-alive connection is never closed"
+    );
     d.assert_healthy();
     d.stop();
 }
@@ -73,7 +86,12 @@ fn a_flood_of_idle_connections_does_not_stop_the_service() {
     // Open files limited to what a sandbox gets (4096): before the cap, 5000 idle
     // connections took every fd and health stopped answering.
     let d = Daemon::start_with_nofile(4096, &[]);
-    d.deploy("echo", "python:3", "def main(args):\n    return args\n", json!({}));
+    d.deploy(
+        "echo",
+        "python:3",
+        "def main(args):\n    return args\n",
+        json!({}),
+    );
     let mut flood = Vec::new();
     for _ in 0..5000 {
         match TcpStream::connect(("127.0.0.1", d.port())) {
@@ -81,12 +99,26 @@ fn a_flood_of_idle_connections_does_not_stop_the_service() {
             Err(_) => break,
         }
     }
-    assert!(flood.len() >= 4500, "the test could open only {} connections", flood.len());
+    assert!(
+        flood.len() >= 4500,
+        "the test could open only {} connections",
+        flood.len()
+    );
     d.assert_healthy();
     let a = d.invoke("echo", json!({"x": 1}));
-    assert!(a.succeeded(), "an authenticated client is served during the flood: {:?}", a.record);
-    let metrics = d.request("GET", "/metrics", Auth::None, None).expect(200).body;
-    assert!(metrics.contains("icebox_http_connections_evicted_total"), "{metrics}");
+    assert!(
+        a.succeeded(),
+        "an authenticated client is served during the flood: {:?}",
+        a.record
+    );
+    let metrics = d
+        .request("GET", "/metrics", Auth::None, None)
+        .expect(200)
+        .body;
+    assert!(
+        metrics.contains("icebox_http_connections_evicted_total"),
+        "{metrics}"
+    );
     drop(flood);
     d.stop();
 }
@@ -105,7 +137,9 @@ fn unauthenticated_bodies_are_refused_before_they_are_read_into_memory() {
             std::thread::spawn(move || {
                 let mut statuses = Vec::new();
                 for _ in 0..1 {
-                    let r = ureq::post(&url).set("Content-Type", "application/json").send_bytes(&body);
+                    let r = ureq::post(&url)
+                        .set("Content-Type", "application/json")
+                        .send_bytes(&body);
                     statuses.push(match r {
                         Ok(resp) => resp.status(),
                         Err(ureq::Error::Status(code, _)) => code,
@@ -116,11 +150,23 @@ fn unauthenticated_bodies_are_refused_before_they_are_read_into_memory() {
             })
         })
         .collect();
-    let statuses: Vec<u16> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
-    assert!(statuses.iter().all(|s| *s == 401 || *s == 0), "{statuses:?}");
-    assert!(statuses.iter().filter(|s| **s == 401).count() >= 150, "most clients read their 401: {statuses:?}");
+    let statuses: Vec<u16> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    assert!(
+        statuses.iter().all(|s| *s == 401 || *s == 0),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().filter(|s| **s == 401).count() >= 150,
+        "most clients read their 401: {statuses:?}"
+    );
     let grown_mib = rss_kib(pid).saturating_sub(before) / 1024;
-    assert!(grown_mib < 64, "200 unauthenticated 5 MiB bodies grew the daemon by {grown_mib} MiB");
+    assert!(
+        grown_mib < 64,
+        "200 unauthenticated 5 MiB bodies grew the daemon by {grown_mib} MiB"
+    );
     // an unknown path without a key is refused for the key, not reported missing.
     let r = d.request("GET", "/api/v1/no/such/thing", Auth::None, None);
     assert_eq!(r.status, 401, "{}", r.body);
@@ -131,7 +177,12 @@ fn unauthenticated_bodies_are_refused_before_they_are_read_into_memory() {
 #[test]
 fn shutdown_finishes_whatever_clients_hold_open() {
     let d = Daemon::start(&[]);
-    d.deploy("echo", "python:3", "def main(args):\n    return args\n", json!({}));
+    d.deploy(
+        "echo",
+        "python:3",
+        "def main(args):\n    return args\n",
+        json!({}),
+    );
     d.invoke("echo", json!({})).expect_success();
     let auth = icebox_integration::basic(AUTH);
     // a follow stream of events
@@ -142,7 +193,9 @@ fn shutdown_finishes_whatever_clients_hold_open() {
     assert_eq!(&head, b"HTTP/1.1 200");
     // a half-sent header
     let mut partial_header = connect(&d);
-    partial_header.write_all(b"GET /icebox/v1/instances HTTP/1.1\r\nHost: ic").unwrap();
+    partial_header
+        .write_all(b"GET /icebox/v1/instances HTTP/1.1\r\nHost: ic")
+        .unwrap();
     // a half-sent body
     let mut partial_body = connect(&d);
     write!(
@@ -151,10 +204,14 @@ fn shutdown_finishes_whatever_clients_hold_open() {
         action_path("echo")
     )
     .unwrap();
-    wait_for("the daemon to start reading the partial body", Duration::from_secs(5), || {
-        std::thread::sleep(Duration::from_millis(200));
-        Some(())
-    });
+    wait_for(
+        "the daemon to start reading the partial body",
+        Duration::from_secs(5),
+        || {
+            std::thread::sleep(Duration::from_millis(200));
+            Some(())
+        },
+    );
     // stop() sends SIGTERM and fails the test if the daemon does not exit (within its bound)
     // or leaves an instance or cgroup behind.
     d.stop();
@@ -164,21 +221,34 @@ fn shutdown_finishes_whatever_clients_hold_open() {
 #[test]
 fn routes_and_errors_follow_openwhisk() {
     let d = Daemon::start(&[]);
-    d.deploy("echo", "python:3", "def main(args):\n    return args\n", json!({}));
+    d.deploy(
+        "echo",
+        "python:3",
+        "def main(args):\n    return args\n",
+        json!({}),
+    );
     let listed = d.get("/api/v1/namespaces/_/actions/").expect(200).json();
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     d.get("/api/v1/namespaces/_/activations/").expect(200);
     let unknown = d.get("/api/v1/namespaces/_/nothing-here").expect(404);
-    assert!(unknown.content_type.as_deref().is_some_and(|c| c.starts_with("application/json")));
+    assert!(unknown
+        .content_type
+        .as_deref()
+        .is_some_and(|c| c.starts_with("application/json")));
     let bad_query = d.get("/api/v1/namespaces/_/actions?limit=lots").expect(400);
     assert!(
-        bad_query.content_type.as_deref().is_some_and(|c| c.starts_with("application/json")),
+        bad_query
+            .content_type
+            .as_deref()
+            .is_some_and(|c| c.starts_with("application/json")),
         "a query the daemon cannot parse is answered in the JSON error shape: {:?} {}",
         bad_query.content_type,
         bad_query.body
     );
     assert!(!bad_query.error_message().is_empty());
-    let wrong_method = d.request("PATCH", &action_path("echo"), Auth::Key(AUTH), None).expect(405);
+    let wrong_method = d
+        .request("PATCH", &action_path("echo"), Auth::Key(AUTH), None)
+        .expect(405);
     assert!(!wrong_method.error_message().is_empty());
     d.stop();
 }
@@ -194,8 +264,16 @@ fn actions_get_the_api_key_only_when_they_ask_for_it() {
     });
     d.put_action("asks", &asks).expect(200);
     let plain = d.invoke("plain", json!({})).expect_success();
-    assert_eq!(plain.result()["key"], serde_json::Value::Null, "the node's admin key reached an action that did not ask for it");
+    assert_eq!(
+        plain.result()["key"],
+        serde_json::Value::Null,
+        "the node's admin key reached an action that did not ask for it"
+    );
     let asked = d.invoke("asks", json!({})).expect_success();
-    assert_eq!(asked.result()["key"], AUTH, "provide-api-key: true gives the key, as in OpenWhisk");
+    assert_eq!(
+        asked.result()["key"],
+        AUTH,
+        "provide-api-key: true gives the key, as in OpenWhisk"
+    );
     d.stop();
 }

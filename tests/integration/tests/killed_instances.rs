@@ -11,19 +11,41 @@ fn an_idle_instance_whose_runtime_is_killed_is_evicted_before_it_is_reused() {
     // A long pause grace keeps the instance idle, not frozen (a process frozen by the v1
     // freezer only dies once thawed).
     let d = Daemon::start(&["--pause-grace", "10m"]);
-    d.deploy("echo", "python:3", "def main(args):\n    return args\n", json!({}));
+    d.deploy(
+        "echo",
+        "python:3",
+        "def main(args):\n    return args\n",
+        json!({}),
+    );
     let first = d.invoke("echo", json!({"n": 1})).expect_success();
     let instance = first.instance().to_string();
-    let pids: Vec<i32> = wait_for("the instance's pids to be measured", Duration::from_secs(10), || {
-        let view = d.instance(&instance)?;
-        let pids: Vec<i32> = view["pids"].as_array()?.iter().filter_map(|p| p.as_i64()).map(|p| p as i32).collect();
-        (view["state"] == "idle" && !pids.is_empty()).then_some(pids)
-    });
+    let pids: Vec<i32> = wait_for(
+        "the instance's pids to be measured",
+        Duration::from_secs(10),
+        || {
+            let view = d.instance(&instance)?;
+            let pids: Vec<i32> = view["pids"]
+                .as_array()?
+                .iter()
+                .filter_map(|p| p.as_i64())
+                .map(|p| p as i32)
+                .collect();
+            (view["state"] == "idle" && !pids.is_empty()).then_some(pids)
+        },
+    );
     let runtime = *pids.last().expect("a pid");
     // SAFETY: a process of the instance this test's daemon started, listed by that daemon.
     unsafe { libc::kill(runtime, libc::SIGKILL) };
-    wait_for("the dead instance to be evicted", Duration::from_secs(20), || d.instance(&instance).is_none().then_some(()));
-    let evicted = d.events_of(&instance).into_iter().find(|e| e["kind"] == "evicted").expect("an evicted event");
+    wait_for(
+        "the dead instance to be evicted",
+        Duration::from_secs(20),
+        || d.instance(&instance).is_none().then_some(()),
+    );
+    let evicted = d
+        .events_of(&instance)
+        .into_iter()
+        .find(|e| e["kind"] == "evicted")
+        .expect("an evicted event");
     assert_eq!(evicted["detail"], "exited", "{evicted}");
     let next = d.invoke("echo", json!({"n": 2})).expect_success();
     assert_ne!(next.instance(), instance);

@@ -539,7 +539,16 @@ fn errors_name_the_missing_capability() {
 fn cached_share(file: &TestFile) -> f64 {
     let f = std::fs::File::open(&file.path).unwrap();
     // SAFETY: a read-only shared mapping of a file we keep open for its lifetime; unmapped below.
-    let p = unsafe { libc::mmap(std::ptr::null_mut(), FILE_BYTES, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            FILE_BYTES,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
+    };
     assert_ne!(p, libc::MAP_FAILED);
     let mut vec = vec![0u8; FILE_BYTES / PAGE];
     // SAFETY: `vec` has one byte per page of the mapping.
@@ -559,10 +568,18 @@ fn recache_keeps_paged_out_pages_in_the_page_cache_but_out_of_the_process() {
         let m = mapper.mapping();
         let evicted = crate::exclusive_file_pages(mapper.pid(), &[&m]).unwrap();
         let noted: u64 = evicted.iter().map(|e| e.bytes()).sum();
-        assert!(noted >= m.rss * 9 / 10, "resident exclusive pages noted: {noted} of Rss {}", m.rss);
+        assert!(
+            noted >= m.rss * 9 / 10,
+            "resident exclusive pages noted: {noted} of Rss {}",
+            m.rss
+        );
         pageout(mapper.pid(), &[(m.start, m.end)]).unwrap();
         // MADV_PAGEOUT evicts file pages no one else maps from the page cache too.
-        assert!(cached_share(&file) < 0.1, "evicted from the page cache: {}", cached_share(&file));
+        assert!(
+            cached_share(&file) < 0.1,
+            "evicted from the page cache: {}",
+            cached_share(&file)
+        );
         if keep {
             assert_eq!(crate::recache(mapper.pid(), &evicted).unwrap(), noted);
             // Readahead is asynchronous: wait (bounded) for it rather than assume a time.
@@ -570,11 +587,20 @@ fn recache_keeps_paged_out_pages_in_the_page_cache_but_out_of_the_process() {
             while cached_share(&file) < 0.9 && std::time::Instant::now() < deadline {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            assert!(cached_share(&file) >= 0.9, "back in the page cache: {}", cached_share(&file));
+            assert!(
+                cached_share(&file) >= 0.9,
+                "back in the page cache: {}",
+                cached_share(&file)
+            );
         }
         // Either way the pages are out of the process: its USS does not take them back.
         let after = mapper.mapping();
-        assert!(after.rss <= m.rss / 10, "mapping Rss {} → {}", m.rss, after.rss);
+        assert!(
+            after.rss <= m.rss / 10,
+            "mapping Rss {} → {}",
+            m.rss,
+            after.rss
+        );
         mapper.resume();
         mapper.touch();
     }
@@ -582,8 +608,20 @@ fn recache_keeps_paged_out_pages_in_the_page_cache_but_out_of_the_process() {
 
 #[test]
 fn recache_of_a_gone_mapping_is_nothing_to_do() {
-    let gone = crate::EvictedPages { start: 0x10000, end: 0x11000, runs: vec![(0, 4096)] };
+    let gone = crate::EvictedPages {
+        start: 0x10000,
+        end: 0x11000,
+        runs: vec![(0, 4096)],
+    };
     assert_eq!(crate::recache(std::process::id(), &[gone]).unwrap(), 0);
-    let unmapped = FileMapping { start: 0x10000, end: 0x11000, ..FileMapping::default() };
-    assert!(crate::exclusive_file_pages(std::process::id(), &[&unmapped]).unwrap().is_empty());
+    let unmapped = FileMapping {
+        start: 0x10000,
+        end: 0x11000,
+        ..FileMapping::default()
+    };
+    assert!(
+        crate::exclusive_file_pages(std::process::id(), &[&unmapped])
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -75,7 +75,9 @@ fn collect_pids(dir: &Path, out: &mut Vec<u32>) {
 
 /// Child cgroups of `dir` (cgroupfs directories are exactly the child cgroups).
 pub(crate) fn subdirs(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
     entries
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
@@ -104,7 +106,10 @@ pub(crate) fn rmdir_tree(dir: &Path) -> io::Result<()> {
     if done {
         Ok(())
     } else {
-        Err(with_path(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EBUSY)), dir))
+        Err(with_path(
+            last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EBUSY)),
+            dir,
+        ))
     }
 }
 
@@ -114,7 +119,10 @@ const RMDIR_TIMEOUT: Duration = Duration::from_secs(2);
 /// (freezing, thawing) completes within microseconds, so the first checks only yield the
 /// CPU; then sleeps start at 20 µs and double up to 5 ms, so a slow case neither burns a
 /// core nor adds more than ~2× latency.
-pub(crate) fn wait_until(timeout: Duration, mut cond: impl FnMut() -> io::Result<bool>) -> io::Result<bool> {
+pub(crate) fn wait_until(
+    timeout: Duration,
+    mut cond: impl FnMut() -> io::Result<bool>,
+) -> io::Result<bool> {
     const SPINS: u32 = 16;
     let deadline = Instant::now() + timeout;
     let mut sleep = Duration::from_micros(20);

@@ -19,7 +19,11 @@ pub fn join_self_in_child(files: &[CString]) -> io::Result<()> {
             }
             let written = libc::write(fd, b"0".as_ptr().cast(), 1);
             // Capture errno before close() can overwrite it.
-            let result = if written == 1 { Ok(()) } else { Err(io::Error::last_os_error()) };
+            let result = if written == 1 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            };
             libc::close(fd);
             result?;
         }

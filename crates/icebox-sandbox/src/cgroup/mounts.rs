@@ -24,8 +24,17 @@ pub(crate) fn parse_mountinfo(text: &str) -> Vec<Mount> {
             let point = left.split(' ').nth(4)?;
             let mut right = right.split(' ');
             let fstype = right.next()?.to_string();
-            let super_opts = right.nth(1).unwrap_or("").split(',').map(str::to_string).collect();
-            Some(Mount { point: PathBuf::from(unescape(point)), fstype, super_opts })
+            let super_opts = right
+                .nth(1)
+                .unwrap_or("")
+                .split(',')
+                .map(str::to_string)
+                .collect();
+            Some(Mount {
+                point: PathBuf::from(unescape(point)),
+                fstype,
+                super_opts,
+            })
         })
         .collect()
 }
@@ -36,10 +45,15 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let digits = bytes.get(i + 1..i + 4).filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        let digits = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
         match digits {
             Some(d) if bytes[i] == b'\\' => {
-                out.push(d.iter().fold(0u8, |acc, b| acc.wrapping_mul(8) + (b - b'0')));
+                out.push(
+                    d.iter()
+                        .fold(0u8, |acc, b| acc.wrapping_mul(8) + (b - b'0')),
+                );
                 i += 4;
             }
             _ => {
@@ -68,7 +82,10 @@ pub(crate) fn v1_mount<'a>(mounts: &'a [Mount], controller: &str, base: &Path) -
 /// A cgroup2 mount next to v1 hierarchies (hybrid layout), preferring `base/unified`.
 pub(crate) fn unified_mount(mounts: &[Mount], base: &Path) -> Option<PathBuf> {
     let preferred = base.join("unified");
-    let mut found = mounts.iter().filter(|m| m.fstype == "cgroup2").map(|m| &m.point);
+    let mut found = mounts
+        .iter()
+        .filter(|m| m.fstype == "cgroup2")
+        .map(|m| &m.point);
     let first = found.next()?.clone();
     if first == preferred {
         return Some(first);
@@ -94,7 +111,9 @@ pub(crate) const CGROUP2_MAGIC: i64 = libc::CGROUP2_SUPER_MAGIC as i64;
 /// Whether this process may create cgroups under `dir` (a read-only cgroupfs, as containers
 /// often get, fails this even for root).
 pub(crate) fn writable(dir: &Path) -> bool {
-    let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else { return false };
+    let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
     // SAFETY: valid C string; access(2) only reads it.
     unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
@@ -120,13 +139,32 @@ mod tests {
     fn finds_v1_controllers_and_the_unified_mount() {
         let m = parse_mountinfo(HYBRID);
         let base = Path::new("/sys/fs/cgroup");
-        assert_eq!(v1_mount(&m, "memory", base), Some(Path::new("/sys/fs/cgroup/memory")));
-        assert_eq!(v1_mount(&m, "cpu", base), Some(Path::new("/sys/fs/cgroup/cpu")));
-        assert_eq!(v1_mount(&m, "pids", base), Some(Path::new("/sys/fs/cgroup/pids")));
-        assert_eq!(v1_mount(&m, "freezer", base), Some(Path::new("/sys/fs/cgroup/freezer")));
-        assert_eq!(v1_mount(&m, "systemd", base), None, "named hierarchies are not controllers");
+        assert_eq!(
+            v1_mount(&m, "memory", base),
+            Some(Path::new("/sys/fs/cgroup/memory"))
+        );
+        assert_eq!(
+            v1_mount(&m, "cpu", base),
+            Some(Path::new("/sys/fs/cgroup/cpu"))
+        );
+        assert_eq!(
+            v1_mount(&m, "pids", base),
+            Some(Path::new("/sys/fs/cgroup/pids"))
+        );
+        assert_eq!(
+            v1_mount(&m, "freezer", base),
+            Some(Path::new("/sys/fs/cgroup/freezer"))
+        );
+        assert_eq!(
+            v1_mount(&m, "systemd", base),
+            None,
+            "named hierarchies are not controllers"
+        );
         assert_eq!(v1_mount(&m, "cpuset", base), None);
-        assert_eq!(unified_mount(&m, base), Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(
+            unified_mount(&m, base),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
     }
 
     #[test]
@@ -139,9 +177,18 @@ mod tests {
         let m = parse_mountinfo(text);
         let base = Path::new("/sys/fs/cgroup");
         assert_eq!(m[1].point, PathBuf::from("/mnt/my cgroups"));
-        assert_eq!(v1_mount(&m, "cpu", base), Some(Path::new("/sys/fs/cgroup/cpu,cpuacct")));
-        assert_eq!(v1_mount(&m, "cpuacct", base), Some(Path::new("/sys/fs/cgroup/cpu,cpuacct")));
-        assert_eq!(v1_mount(&m, "memory", base), Some(Path::new("/sys/fs/cgroup/memory")));
+        assert_eq!(
+            v1_mount(&m, "cpu", base),
+            Some(Path::new("/sys/fs/cgroup/cpu,cpuacct"))
+        );
+        assert_eq!(
+            v1_mount(&m, "cpuacct", base),
+            Some(Path::new("/sys/fs/cgroup/cpu,cpuacct"))
+        );
+        assert_eq!(
+            v1_mount(&m, "memory", base),
+            Some(Path::new("/sys/fs/cgroup/memory"))
+        );
         assert_eq!(unified_mount(&m, base), None);
     }
 

@@ -60,7 +60,10 @@ pub struct Scratch {
 impl Scratch {
     pub fn new(root: CgroupRoot) -> Scratch {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let top = format!("icebox-test-{}-{nanos:x}-{n}", std::process::id());
         Scratch { root, top }
@@ -100,7 +103,11 @@ pub fn fork_into(files: &[CString], body: impl FnOnce() -> i32) -> libc::pid_t {
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
     if pid == 0 {
-        let code = if join_self_in_child(files).is_ok() { body() } else { JOIN_FAILED };
+        let code = if join_self_in_child(files).is_ok() {
+            body()
+        } else {
+            JOIN_FAILED
+        };
         unsafe { libc::_exit(code) }
     }
     pid
@@ -119,7 +126,11 @@ pub fn wait_status(pid: libc::pid_t) -> i32 {
 pub fn cgroup_line(pid: u32, controller: &str) -> String {
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     text.lines()
-        .find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|x| x == controller)))
+        .find(|l| {
+            l.split(':')
+                .nth(1)
+                .is_some_and(|c| c.split(',').any(|x| x == controller))
+        })
         .unwrap_or_else(|| panic!("no {controller:?} line in /proc/{pid}/cgroup: {text}"))
         .to_string()
 }

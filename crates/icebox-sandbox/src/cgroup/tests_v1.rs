@@ -8,7 +8,10 @@ use std::os::unix::process::ExitStatusExt;
 const MIB: u64 = 1 << 20;
 
 fn read(dir: &Path, file: &str) -> String {
-    fs::read_to_string(dir.join(file)).unwrap().trim().to_string()
+    fs::read_to_string(dir.join(file))
+        .unwrap()
+        .trim()
+        .to_string()
 }
 
 #[test]
@@ -16,14 +19,26 @@ fn limits_join_freeze_thaw_kill_remove() {
     let Some(root) = v1_root() else { return };
     let scratch = Scratch::new(root.clone());
     let rel = scratch.rel("inst-1");
-    let limits = CgroupLimits { memory_bytes: Some(64 * MIB), pids_max: Some(32), cpu_weight: Some(200) };
+    let limits = CgroupLimits {
+        memory_bytes: Some(64 * MIB),
+        pids_max: Some(32),
+        cpu_weight: Some(200),
+    };
     let cg = root.create(&rel, &limits).unwrap();
     assert_eq!(cg.version(), CgroupVersion::V1);
     assert_eq!(cg.unapplied_limits(), &[] as &[Limit]);
-    let Location::V1(dirs) = &cg.location else { unreachable!() };
-    assert_eq!(read(&dirs.memory, "memory.limit_in_bytes"), (64 * MIB).to_string());
+    let Location::V1(dirs) = &cg.location else {
+        unreachable!()
+    };
+    assert_eq!(
+        read(&dirs.memory, "memory.limit_in_bytes"),
+        (64 * MIB).to_string()
+    );
     if dirs.memory.join("memory.memsw.limit_in_bytes").exists() {
-        assert_eq!(read(&dirs.memory, "memory.memsw.limit_in_bytes"), (64 * MIB).to_string());
+        assert_eq!(
+            read(&dirs.memory, "memory.memsw.limit_in_bytes"),
+            (64 * MIB).to_string()
+        );
     }
     assert!(read(&dirs.memory, "memory.oom_control").contains("oom_kill_disable 0"));
     assert_eq!(read(dirs.pids.as_ref().unwrap(), "pids.max"), "32");
@@ -63,14 +78,32 @@ fn raising_and_lowering_the_memory_limit_keeps_memsw_in_step() {
     let Some(root) = v1_root() else { return };
     let scratch = Scratch::new(root.clone());
     let cg = root
-        .create(&scratch.rel("inst"), &CgroupLimits { memory_bytes: Some(64 * MIB), ..Default::default() })
+        .create(
+            &scratch.rel("inst"),
+            &CgroupLimits {
+                memory_bytes: Some(64 * MIB),
+                ..Default::default()
+            },
+        )
         .unwrap();
-    let Location::V1(dirs) = &cg.location else { unreachable!() };
+    let Location::V1(dirs) = &cg.location else {
+        unreachable!()
+    };
     for bytes in [256 * MIB, 32 * MIB] {
-        cg.set_limits(&CgroupLimits { memory_bytes: Some(bytes), ..Default::default() }).unwrap();
-        assert_eq!(read(&dirs.memory, "memory.limit_in_bytes"), bytes.to_string());
+        cg.set_limits(&CgroupLimits {
+            memory_bytes: Some(bytes),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            read(&dirs.memory, "memory.limit_in_bytes"),
+            bytes.to_string()
+        );
         if dirs.memory.join("memory.memsw.limit_in_bytes").exists() {
-            assert_eq!(read(&dirs.memory, "memory.memsw.limit_in_bytes"), bytes.to_string());
+            assert_eq!(
+                read(&dirs.memory, "memory.memsw.limit_in_bytes"),
+                bytes.to_string()
+            );
         }
     }
 }
@@ -102,7 +135,13 @@ fn memory_limit_oom_kills_and_is_counted() {
     let Some(root) = v1_root() else { return };
     let scratch = Scratch::new(root.clone());
     let cg = root
-        .create(&scratch.rel("hog"), &CgroupLimits { memory_bytes: Some(64 * MIB), ..Default::default() })
+        .create(
+            &scratch.rel("hog"),
+            &CgroupLimits {
+                memory_bytes: Some(64 * MIB),
+                ..Default::default()
+            },
+        )
         .unwrap();
     assert_eq!(cg.oom_kills(), 0);
     let pid = fork_into(&cg.procs_files(), || allocate_and_touch(200 << 20));
@@ -142,8 +181,15 @@ fn fork_until_refused(report: i32) -> i32 {
 fn pids_limit_makes_fork_fail() {
     let Some(root) = v1_root() else { return };
     let scratch = Scratch::new(root.clone());
-    let cg =
-        root.create(&scratch.rel("bomb"), &CgroupLimits { pids_max: Some(4), ..Default::default() }).unwrap();
+    let cg = root
+        .create(
+            &scratch.rel("bomb"),
+            &CgroupLimits {
+                pids_max: Some(4),
+                ..Default::default()
+            },
+        )
+        .unwrap();
     let mut fds = [0; 2];
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
     let pid = fork_into(&cg.procs_files(), || fork_until_refused(fds[1]));
@@ -151,9 +197,16 @@ fn pids_limit_makes_fork_fail() {
     let mut msg = [0u8; 2];
     let n = unsafe { libc::read(fds[0], msg.as_mut_ptr().cast(), 2) };
     unsafe { libc::close(fds[0]) };
-    assert_eq!(n, 2, "the forking child did not report (JOIN_FAILED={JOIN_FAILED})");
+    assert_eq!(
+        n, 2,
+        "the forking child did not report (JOIN_FAILED={JOIN_FAILED})"
+    );
     let (forks, errno) = (msg[0], i32::from(msg[1]));
-    assert_eq!(errno, libc::EAGAIN, "fork failed with errno {errno} after {forks} forks");
+    assert_eq!(
+        errno,
+        libc::EAGAIN,
+        "fork failed with errno {errno} after {forks} forks"
+    );
     assert_eq!(forks, 3, "pids.max 4 = the forker and 3 children");
     assert!(cg.pids_max_events() >= 1);
     assert_eq!(cg.pids().len(), 4);
@@ -167,12 +220,22 @@ fn pids_limit_makes_fork_fail() {
 fn children_lists_instances_and_remove_takes_the_subtree() {
     let Some(root) = v1_root() else { return };
     let scratch = Scratch::new(root.clone());
-    let a = root.create(&scratch.rel("a"), &CgroupLimits::default()).unwrap();
-    root.create(&scratch.rel("b"), &CgroupLimits::default()).unwrap();
+    let a = root
+        .create(&scratch.rel("a"), &CgroupLimits::default())
+        .unwrap();
+    root.create(&scratch.rel("b"), &CgroupLimits::default())
+        .unwrap();
     let mut child = spawn_sleep(&a);
-    assert_eq!(root.children(&scratch.top), vec!["a".to_string(), "b".to_string()]);
+    assert_eq!(
+        root.children(&scratch.top),
+        vec!["a".to_string(), "b".to_string()]
+    );
     let top = root.open(&scratch.top);
-    assert_eq!(top.pids(), vec![child.id()], "pids() includes descendant cgroups");
+    assert_eq!(
+        top.pids(),
+        vec![child.id()],
+        "pids() includes descendant cgroups"
+    );
     top.remove().unwrap();
     assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
     assert!(root.children(&scratch.top).is_empty());

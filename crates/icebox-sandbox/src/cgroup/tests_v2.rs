@@ -23,23 +23,39 @@ fn join_freeze_thaw_kill_remove() {
     let Some(root) = v2_root() else { return };
     let scratch = Scratch::new(root.clone());
     let rel = scratch.rel("inst-1");
-    let limits = CgroupLimits { memory_bytes: Some(64 << 20), pids_max: Some(32), cpu_weight: Some(200) };
+    let limits = CgroupLimits {
+        memory_bytes: Some(64 << 20),
+        pids_max: Some(32),
+        cpu_weight: Some(200),
+    };
     let cg = root.create(&rel, &limits).unwrap();
     assert_eq!(cg.version(), CgroupVersion::V2);
-    let Location::V2(dir) = &cg.location else { unreachable!() };
+    let Location::V2(dir) = &cg.location else {
+        unreachable!()
+    };
 
     let available = controllers(dir);
-    let expected: Vec<Limit> = [("memory", Limit::Memory), ("pids", Limit::Pids), ("cpu", Limit::Cpu)]
-        .into_iter()
-        .filter(|(c, _)| !available.iter().any(|a| a == c))
-        .map(|(_, l)| l)
-        .collect();
+    let expected: Vec<Limit> = [
+        ("memory", Limit::Memory),
+        ("pids", Limit::Pids),
+        ("cpu", Limit::Cpu),
+    ]
+    .into_iter()
+    .filter(|(c, _)| !available.iter().any(|a| a == c))
+    .map(|(_, l)| l)
+    .collect();
     assert_eq!(cg.unapplied_limits(), expected.as_slice());
     if available.iter().any(|c| c == "memory") {
-        assert_eq!(fs::read_to_string(dir.join("memory.max")).unwrap().trim(), (64u64 << 20).to_string());
+        assert_eq!(
+            fs::read_to_string(dir.join("memory.max")).unwrap().trim(),
+            (64u64 << 20).to_string()
+        );
     }
     if available.iter().any(|c| c == "pids") {
-        assert_eq!(fs::read_to_string(dir.join("pids.max")).unwrap().trim(), "32");
+        assert_eq!(
+            fs::read_to_string(dir.join("pids.max")).unwrap().trim(),
+            "32"
+        );
     }
 
     let mut child = spawn_sleep(&cg);
@@ -55,7 +71,10 @@ fn join_freeze_thaw_kill_remove() {
     assert_eq!(frozen_event(dir), Some(0));
 
     cg.freeze().unwrap();
-    assert!(dir.join("cgroup.kill").exists(), "kernels since 5.14 have cgroup.kill");
+    assert!(
+        dir.join("cgroup.kill").exists(),
+        "kernels since 5.14 have cgroup.kill"
+    );
     cg.kill_all().unwrap();
     assert!(cg.pids().is_empty());
     assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
@@ -69,8 +88,12 @@ fn join_freeze_thaw_kill_remove() {
 fn remove_kills_a_whole_subtree() {
     let Some(root) = v2_root() else { return };
     let scratch = Scratch::new(root.clone());
-    let a = root.create(&scratch.rel("a"), &CgroupLimits::default()).unwrap();
-    let b = root.create(&scratch.rel("b"), &CgroupLimits::default()).unwrap();
+    let a = root
+        .create(&scratch.rel("a"), &CgroupLimits::default())
+        .unwrap();
+    let b = root
+        .create(&scratch.rel("b"), &CgroupLimits::default())
+        .unwrap();
     let mut children = [spawn_sleep(&a), spawn_sleep(&b)];
     let top = root.open(&scratch.top);
     let mut expected: Vec<u32> = children.iter().map(|c| c.id()).collect();

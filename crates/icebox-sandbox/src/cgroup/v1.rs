@@ -126,7 +126,10 @@ pub(crate) fn freeze(freezer: &Path) -> io::Result<()> {
     } else {
         Err(io::Error::new(
             io::ErrorKind::TimedOut,
-            format!("{}: still FREEZING after {FREEZE_TIMEOUT:?}", state.display()),
+            format!(
+                "{}: still FREEZING after {FREEZE_TIMEOUT:?}",
+                state.display()
+            ),
         ))
     }
 }
@@ -140,7 +143,11 @@ pub(crate) fn thaw(freezer: &Path) -> io::Result<()> {
     if now.trim() == "THAWED" {
         Ok(())
     } else {
-        Err(io::Error::other(format!("{}: {} after writing THAWED", state.display(), now.trim())))
+        Err(io::Error::other(format!(
+            "{}: {} after writing THAWED",
+            state.display(),
+            now.trim()
+        )))
     }
 }
 

@@ -28,7 +28,10 @@ fn enable_controllers(dir: &Path, wanted: &[&str]) {
     let available = words(&dir.join("cgroup.controllers"));
     let enabled = words(&dir.join("cgroup.subtree_control"));
     let subtree = dir.join("cgroup.subtree_control");
-    for c in wanted.iter().filter(|c| available.iter().any(|a| a == *c) && !enabled.iter().any(|e| e == *c)) {
+    for c in wanted
+        .iter()
+        .filter(|c| available.iter().any(|a| a == *c) && !enabled.iter().any(|e| e == *c))
+    {
         // One write per controller, so one refused controller does not block the others.
         // (Typical refusal: EBUSY because `dir` itself holds processes.)
         if let Err(err) = cgfs::write(&subtree, &format!("+{c}")) {
@@ -38,7 +41,9 @@ fn enable_controllers(dir: &Path, wanted: &[&str]) {
 }
 
 fn words(path: &Path) -> Vec<String> {
-    fs::read_to_string(path).map(|s| s.split_whitespace().map(str::to_string).collect()).unwrap_or_default()
+    fs::read_to_string(path)
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
 }
 
 /// Applies the limits that are set; returns those whose controller this cgroup lacks.
@@ -86,7 +91,10 @@ fn set_frozen(dir: &Path, frozen: bool) -> io::Result<()> {
     } else {
         Err(io::Error::new(
             io::ErrorKind::TimedOut,
-            format!("{}: not frozen {want} after {FREEZE_TIMEOUT:?}", events.display()),
+            format!(
+                "{}: not frozen {want} after {FREEZE_TIMEOUT:?}",
+                events.display()
+            ),
         ))
     }
 }

@@ -30,7 +30,10 @@ impl Crun {
     /// and hide the cgroup2 mount on hybrid hosts.
     pub fn command(&self, args: &[&str], join_cgroup: Vec<CString>) -> Command {
         let mut cmd = Command::new(&self.binary);
-        cmd.arg("--root").arg(&self.root).arg("--cgroup-manager=disabled").args(args);
+        cmd.arg("--root")
+            .arg(&self.root)
+            .arg("--cgroup-manager=disabled")
+            .args(args);
         let hide = self.hide_cgroup2.clone();
         // SAFETY: the closure runs between fork and exec and only makes raw syscalls on
         // buffers allocated before the fork.
@@ -58,7 +61,14 @@ fn hide_mount_in_child(path: &CString) -> std::io::Result<()> {
             return Err(std::io::Error::last_os_error());
         }
         let root = b"/\0";
-        if libc::mount(std::ptr::null(), root.as_ptr().cast(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+        if libc::mount(
+            std::ptr::null(),
+            root.as_ptr().cast(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
             return Err(std::io::Error::last_os_error());
         }
         if libc::umount2(path.as_ptr(), libc::MNT_DETACH) != 0 {

@@ -43,7 +43,9 @@ impl std::str::FromStr for IsolationMode {
             "auto" => Ok(IsolationMode::Auto),
             "crun" => Ok(IsolationMode::Crun),
             "none" => Ok(IsolationMode::None),
-            other => Err(format!("unknown isolation '{other}' (expected auto, crun or none)")),
+            other => Err(format!(
+                "unknown isolation '{other}' (expected auto, crun or none)"
+            )),
         }
     }
 }
@@ -66,14 +68,23 @@ impl ProcessBackend {
         let use_crun = match mode {
             IsolationMode::None => false,
             IsolationMode::Crun => {
-                anyhow::ensure!(is_root, "--isolation crun needs root (namespaces and cgroups)");
-                anyhow::ensure!(crun_bin.is_some(), "--isolation crun: crun is not installed (apt-get install crun)");
+                anyhow::ensure!(
+                    is_root,
+                    "--isolation crun needs root (namespaces and cgroups)"
+                );
+                anyhow::ensure!(
+                    crun_bin.is_some(),
+                    "--isolation crun: crun is not installed (apt-get install crun)"
+                );
                 true
             }
             IsolationMode::Auto => is_root && crun_bin.is_some(),
         };
         let cgroups = if use_crun {
-            Some(CgroupRoot::detect()?.context("running as root but no writable cgroup hierarchy was found")?)
+            Some(
+                CgroupRoot::detect()?
+                    .context("running as root but no writable cgroup hierarchy was found")?,
+            )
         } else {
             None
         };
@@ -93,7 +104,13 @@ impl ProcessBackend {
         } else {
             None
         };
-        Ok(ProcessBackend { instances_dir, rootfs, cgroup_parent: format!("icebox-{tag}"), cgroups, crun })
+        Ok(ProcessBackend {
+            instances_dir,
+            rootfs,
+            cgroup_parent: format!("icebox-{tag}"),
+            cgroups,
+            crun,
+        })
     }
 
     pub fn isolated(&self) -> bool {
@@ -104,7 +121,12 @@ impl ProcessBackend {
         self.instances_dir.join(id)
     }
 
-    async fn start_crun(&self, spec: &InstanceSpec, crun: &Crun, dir: &Path) -> Result<Arc<dyn Sandbox>, SandboxError> {
+    async fn start_crun(
+        &self,
+        spec: &InstanceSpec,
+        crun: &Crun,
+        dir: &Path,
+    ) -> Result<Arc<dyn Sandbox>, SandboxError> {
         let cgroups = self.cgroups.as_ref().expect("crun implies cgroups");
         let limits = CgroupLimits {
             memory_bytes: Some(spec.memory_limit_bytes),
@@ -116,7 +138,10 @@ impl ProcessBackend {
         let bundle = dir.join("bundle");
         std::fs::create_dir_all(&bundle)?;
         let config = oci::config(spec, &self.rootfs.to_string_lossy());
-        std::fs::write(bundle.join("config.json"), serde_json::to_vec(&config).map_err(anyhow::Error::from)?)?;
+        std::fs::write(
+            bundle.join("config.json"),
+            serde_json::to_vec(&config).map_err(anyhow::Error::from)?,
+        )?;
 
         let (out_rx, out_tx) = pipe()?;
         let (err_rx, err_tx) = pipe()?;
@@ -141,7 +166,10 @@ impl ProcessBackend {
         if !status.success() {
             let why = std::fs::read_to_string(&log_file).unwrap_or_default();
             let _ = cgroup.remove();
-            return Err(SandboxError::StartFailed(format!("crun run failed ({status}): {}", why.trim())));
+            return Err(SandboxError::StartFailed(format!(
+                "crun run failed ({status}): {}",
+                why.trim()
+            )));
         }
         let pid: u32 = std::fs::read_to_string(&pid_file)?
             .trim()
@@ -155,7 +183,9 @@ impl ProcessBackend {
             Err(e) => {
                 let _ = cgroup.remove();
                 sandbox::crun_delete(crun, &spec.id).await;
-                return Err(SandboxError::StartFailed(format!("cannot open the instance's socket directory: {e}")));
+                return Err(SandboxError::StartFailed(format!(
+                    "cannot open the instance's socket directory: {e}"
+                )));
             }
         };
 
@@ -165,17 +195,26 @@ impl ProcessBackend {
             client,
             Arc::new(LogCollector::new()),
             pid,
-            Isolation::Crun { cgroup, crun: crun.clone() },
+            Isolation::Crun {
+                cgroup,
+                crun: crun.clone(),
+            },
         );
         sandbox.watch(out_rx, err_rx, sandbox::ExitWatch::Pidfd(exit_fd));
         Ok(sandbox)
     }
 
-    async fn start_direct(&self, spec: &InstanceSpec, dir: &Path) -> Result<Arc<dyn Sandbox>, SandboxError> {
+    async fn start_direct(
+        &self,
+        spec: &InstanceSpec,
+        dir: &Path,
+    ) -> Result<Arc<dyn Sandbox>, SandboxError> {
         let tmp = dir.join("tmp");
         std::fs::create_dir_all(&tmp)?;
         let socket = dir.join("proxy.sock");
-        let argv = spec.runtime.argv(&spec.runtime.dir.to_string_lossy(), spec.memory_limit_bytes);
+        let argv = spec
+            .runtime
+            .argv(&spec.runtime.dir.to_string_lossy(), spec.memory_limit_bytes);
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .current_dir(&tmp)
@@ -183,14 +222,19 @@ impl ProcessBackend {
             .env("ICEBOX_CONCURRENCY", spec.concurrency.to_string())
             .env("TMPDIR", &tmp)
             .env("HOME", &tmp)
-            .envs(spec.runtime.env_for(&spec.runtime.dir.to_string_lossy(), spec.memory_limit_bytes))
+            .envs(
+                spec.runtime
+                    .env_for(&spec.runtime.dir.to_string_lossy(), spec.memory_limit_bytes),
+            )
             .envs(spec.env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(false);
-        let mut child = cmd.spawn().map_err(|e| SandboxError::StartFailed(format!("cannot exec {}: {e}", argv[0])))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| SandboxError::StartFailed(format!("cannot exec {}: {e}", argv[0])))?;
         let pid = child.id().unwrap_or(0);
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
@@ -255,7 +299,9 @@ impl SandboxBackend for ProcessBackend {
             let died = sandbox.exit_cause().is_some();
             sandbox.destroy().await;
             return Err(if died {
-                SandboxError::StartFailed(format!("the runtime exited before it was ready. Output:\n{output}"))
+                SandboxError::StartFailed(format!(
+                    "the runtime exited before it was ready. Output:\n{output}"
+                ))
             } else {
                 SandboxError::StartTimeout(START_TIMEOUT.as_millis() as u64)
             });
@@ -299,12 +345,17 @@ impl SandboxBackend for ProcessBackend {
 /// group leader's environment must still name this instance's socket, so a recycled pid is
 /// never killed by mistake.
 fn kill_orphan_process_group(dir: &Path) {
-    let Some(pgid) = std::fs::read_to_string(dir.join("pgid")).ok().and_then(|t| t.trim().parse::<i32>().ok()) else {
+    let Some(pgid) = std::fs::read_to_string(dir.join("pgid"))
+        .ok()
+        .and_then(|t| t.trim().parse::<i32>().ok())
+    else {
         return;
     };
     let marker = format!("ICEBOX_PROXY_SOCKET={}", dir.join("proxy.sock").display());
     let environ = std::fs::read(format!("/proc/{pgid}/environ")).unwrap_or_default();
-    let ours = environ.split(|b| *b == 0).any(|var| var == marker.as_bytes());
+    let ours = environ
+        .split(|b| *b == 0)
+        .any(|var| var == marker.as_bytes());
     if pgid > 1 && ours {
         // SAFETY: signalling a process group this daemon created in an earlier run.
         unsafe { libc::kill(-pgid, libc::SIGKILL) };

@@ -20,14 +20,59 @@ pub const SANDBOX_GID: u32 = 65534;
 /// Docker's and Podman's default profiles deny. Without capabilities most fail anyway; the
 /// filter makes that true even for a kernel bug in a capability check.
 const DENIED_SYSCALLS: &[&str] = &[
-    "acct", "add_key", "bpf", "clock_adjtime", "clock_settime", "create_module", "delete_module",
-    "finit_module", "fsconfig", "fsmount", "fsopen", "fspick", "get_kernel_syms", "init_module",
-    "ioperm", "iopl", "kcmp", "kexec_file_load", "kexec_load", "keyctl", "lookup_dcookie",
-    "mount", "mount_setattr", "move_mount", "name_to_handle_at", "nfsservctl", "open_by_handle_at",
-    "open_tree", "perf_event_open", "personality", "pivot_root", "process_vm_readv",
-    "process_vm_writev", "ptrace", "query_module", "quotactl", "reboot", "request_key", "setns",
-    "settimeofday", "swapoff", "swapon", "sysfs", "_sysctl", "umount", "umount2", "unshare",
-    "uselib", "userfaultfd", "ustat", "vhangup", "vm86", "vm86old",
+    "acct",
+    "add_key",
+    "bpf",
+    "clock_adjtime",
+    "clock_settime",
+    "create_module",
+    "delete_module",
+    "finit_module",
+    "fsconfig",
+    "fsmount",
+    "fsopen",
+    "fspick",
+    "get_kernel_syms",
+    "init_module",
+    "ioperm",
+    "iopl",
+    "kcmp",
+    "kexec_file_load",
+    "kexec_load",
+    "keyctl",
+    "lookup_dcookie",
+    "mount",
+    "mount_setattr",
+    "move_mount",
+    "name_to_handle_at",
+    "nfsservctl",
+    "open_by_handle_at",
+    "open_tree",
+    "perf_event_open",
+    "personality",
+    "pivot_root",
+    "process_vm_readv",
+    "process_vm_writev",
+    "ptrace",
+    "query_module",
+    "quotactl",
+    "reboot",
+    "request_key",
+    "setns",
+    "settimeofday",
+    "swapoff",
+    "swapon",
+    "sysfs",
+    "_sysctl",
+    "umount",
+    "umount2",
+    "unshare",
+    "uselib",
+    "userfaultfd",
+    "ustat",
+    "vhangup",
+    "vm86",
+    "vm86old",
 ];
 
 pub fn config(spec: &InstanceSpec, rootfs: &str) -> Value {
@@ -38,7 +83,12 @@ pub fn config(spec: &InstanceSpec, rootfs: &str) -> Value {
         format!("ICEBOX_PROXY_SOCKET={SOCKET_INSIDE}"),
         format!("ICEBOX_CONCURRENCY={}", spec.concurrency),
     ];
-    env.extend(spec.runtime.env_for(RUNTIME_MOUNT, spec.memory_limit_bytes).into_iter().map(|(k, v)| format!("{k}={v}")));
+    env.extend(
+        spec.runtime
+            .env_for(RUNTIME_MOUNT, spec.memory_limit_bytes)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}")),
+    );
     env.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
 
     let mut args = vec!["/usr/bin/tini".to_string(), "--".to_string()];
@@ -117,10 +167,23 @@ pub fn config(spec: &InstanceSpec, rootfs: &str) -> Value {
 /// The shared read-only root every instance pivots into: only mount points and the usual
 /// merged-/usr symlinks; everything else is bind-mounted per the config.
 pub fn prepare_rootfs(rootfs: &std::path::Path) -> std::io::Result<()> {
-    for dir in ["usr", "etc", "proc", "dev", "tmp", "run/icebox", "opt/icebox/runtime"] {
+    for dir in [
+        "usr",
+        "etc",
+        "proc",
+        "dev",
+        "tmp",
+        "run/icebox",
+        "opt/icebox/runtime",
+    ] {
         std::fs::create_dir_all(rootfs.join(dir))?;
     }
-    for (link, target) in [("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64"), ("sbin", "usr/sbin")] {
+    for (link, target) in [
+        ("bin", "usr/bin"),
+        ("lib", "usr/lib"),
+        ("lib64", "usr/lib64"),
+        ("sbin", "usr/sbin"),
+    ] {
         let path = rootfs.join(link);
         if std::fs::symlink_metadata(&path).is_err() {
             std::os::unix::fs::symlink(target, &path)?;

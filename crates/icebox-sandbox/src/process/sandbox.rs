@@ -16,9 +16,14 @@ use tokio::io::AsyncRead;
 use tokio::sync::Notify;
 
 pub(super) enum Isolation {
-    Crun { cgroup: Cgroup, crun: Crun },
+    Crun {
+        cgroup: Cgroup,
+        crun: Crun,
+    },
     /// Unprivileged fallback: the runtime leads its own process group.
-    ProcessGroup { pgid: i32 },
+    ProcessGroup {
+        pgid: i32,
+    },
 }
 
 pub(super) enum ExitWatch {
@@ -90,8 +95,12 @@ impl ProcessSandbox {
         });
     }
 
-    pub(super) fn watch_child<O, E>(self: &Arc<Self>, stdout: O, stderr: E, mut child: tokio::process::Child)
-    where
+    pub(super) fn watch_child<O, E>(
+        self: &Arc<Self>,
+        stdout: O,
+        stderr: E,
+        mut child: tokio::process::Child,
+    ) where
         O: AsyncRead + Unpin + Send + 'static,
         E: AsyncRead + Unpin + Send + 'static,
     {
@@ -223,7 +232,9 @@ pub(super) async fn crun_delete(crun: &Crun, id: &str) {
 
 /// PIDs whose process group is `pgid` (a scan of /proc: only used without cgroups).
 fn process_group_members(pgid: i32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))

@@ -78,7 +78,6 @@ pub struct InvokeQuery {
     result: Option<String>,
 }
 
-
 /// The action as OpenWhisk returns it; listings omit the code.
 pub fn action_json(spec: &ActionSpec, with_code: bool) -> Value {
     let mut exec = json!({"kind": spec.exec.kind, "binary": spec.exec.binary});
@@ -90,7 +89,10 @@ pub fn action_json(spec: &ActionSpec, with_code: bool) -> Value {
     }
     let mut annotations = spec.annotations.clone();
     if !annotations.iter().any(|kv| kv.key == "exec") {
-        annotations.push(KeyValue { key: "exec".into(), value: json!(spec.exec.kind.split(':').next().unwrap_or("")) });
+        annotations.push(KeyValue {
+            key: "exec".into(),
+            value: json!(spec.exec.kind.split(':').next().unwrap_or("")),
+        });
     }
     json!({
         "namespace": spec.namespace,
@@ -120,13 +122,17 @@ fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<B
 }
 
 fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("The request content was malformed: {what}: {e}")))
+    serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::bad_request(format!("The request content was malformed: {what}: {e}"))
+    })
 }
 
 fn check_name(name: &str) -> Result<(), ApiError> {
     let ok = !name.is_empty()
         && name.len() <= 256
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.@ ".contains(c))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.@ ".contains(c))
         && !name.starts_with([' ', '.', '-']);
     if ok {
         Ok(())
@@ -148,11 +154,19 @@ pub async fn put(
     let bytes = body_bytes(&state, body)?;
     let body: PutBody = parse_json(&bytes, "action")?;
     let overwrite = query::flag(q.overwrite.as_deref(), false);
-    let existing = if overwrite { state.action(&namespace, &name) } else { None };
+    let existing = if overwrite {
+        state.action(&namespace, &name)
+    } else {
+        None
+    };
     let exec = match (body.exec, &existing) {
         (Some(exec), _) => validate_exec(&state, exec)?,
         (None, Some(old)) => old.exec.clone(),
-        (None, None) => return Err(ApiError::bad_request("The action has no exec: give exec.kind and exec.code.")),
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "The action has no exec: give exec.kind and exec.code.",
+            ))
+        }
     };
     let base = existing.as_ref().map(|a| a.limits).unwrap_or_default();
     let limits = ActionLimits {
@@ -161,19 +175,28 @@ pub async fn put(
         concurrency: body.limits.concurrency.unwrap_or(base.concurrency),
         logs: body.limits.logs.unwrap_or(base.logs),
     };
-    limits.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
+    limits
+        .validate()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let spec = ActionSpec {
         namespace: namespace.clone(),
         name: name.clone(),
         exec,
         limits,
-        parameters: body.parameters.or_else(|| existing.as_ref().map(|a| a.parameters.clone())).unwrap_or_default(),
-        annotations: body.annotations.or_else(|| existing.as_ref().map(|a| a.annotations.clone())).unwrap_or_default(),
+        parameters: body
+            .parameters
+            .or_else(|| existing.as_ref().map(|a| a.parameters.clone()))
+            .unwrap_or_default(),
+        annotations: body
+            .annotations
+            .or_else(|| existing.as_ref().map(|a| a.annotations.clone()))
+            .unwrap_or_default(),
         version: String::new(),
         updated: 0,
     };
     let registry = state.registry.clone();
-    let stored = tokio::task::spawn_blocking(move || registry.put_action(spec, overwrite)).await??;
+    let stored =
+        tokio::task::spawn_blocking(move || registry.put_action(spec, overwrite)).await??;
     let fqn = stored.fqn();
     let stored = state.cache_action(stored);
     // Instances of the previous version must not serve the new one.
@@ -187,20 +210,34 @@ pub async fn get(
     Query(q): Query<GetQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let namespace = resolve_namespace(&state, &namespace)?;
-    let spec = state.action(&namespace, &name).ok_or_else(|| not_found(&namespace, &name))?;
+    let spec = state
+        .action(&namespace, &name)
+        .ok_or_else(|| not_found(&namespace, &name))?;
     let with_code = query::flag(q.code.as_deref(), true);
     Ok(Json(action_json(&spec, with_code)))
 }
 
-pub async fn list(State(state): State<AppState>, Path(namespace): Path<String>, Query(q): Query<ListQuery>) -> Result<Json<Value>, ApiError> {
+pub async fn list(
+    State(state): State<AppState>,
+    Path(namespace): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
     let namespace = resolve_namespace(&state, &namespace)?;
     let registry = state.registry.clone();
-    let (limit, skip) = (q.limit.unwrap_or(crate::registry::DEFAULT_LIST_LIMIT), q.skip.unwrap_or(0));
+    let (limit, skip) = (
+        q.limit.unwrap_or(crate::registry::DEFAULT_LIST_LIMIT),
+        q.skip.unwrap_or(0),
+    );
     if limit > crate::registry::MAX_LIST_LIMIT {
-        return Err(ApiError::bad_request("The value of 'limit' must be at most 200."));
+        return Err(ApiError::bad_request(
+            "The value of 'limit' must be at most 200.",
+        ));
     }
-    let specs = tokio::task::spawn_blocking(move || registry.list_actions(&namespace, limit, skip)).await??;
-    Ok(Json(Value::Array(specs.iter().map(action_summary_json).collect())))
+    let specs = tokio::task::spawn_blocking(move || registry.list_actions(&namespace, limit, skip))
+        .await??;
+    Ok(Json(Value::Array(
+        specs.iter().map(action_summary_json).collect(),
+    )))
 }
 
 /// A list item, as OpenWhisk lists actions: metadata only — `exec` is kind and binary, and the
@@ -214,7 +251,10 @@ fn action_summary_json(spec: &ActionSpec) -> Value {
     item
 }
 
-pub async fn delete(State(state): State<AppState>, Path((namespace, name)): Path<(String, String)>) -> Result<Json<Value>, ApiError> {
+pub async fn delete(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
     let namespace = resolve_namespace(&state, &namespace)?;
     let registry = state.registry.clone();
     let (ns, n) = (namespace.clone(), name.clone());
@@ -237,27 +277,44 @@ fn validate_exec(state: &AppState, exec: PutExec) -> Result<Exec, ApiError> {
     let language = runtime.language().to_string();
     let code = exec.code.unwrap_or_default();
     if code.trim().is_empty() {
-        return Err(ApiError::bad_request("The action has no code: exec.code is empty."));
+        return Err(ApiError::bad_request(
+            "The action has no code: exec.code is empty.",
+        ));
     }
     let binary = exec.binary.unwrap_or(false);
     if binary {
         let raw = base64::engine::general_purpose::STANDARD
             .decode(code.trim())
-            .map_err(|e| ApiError::bad_request(format!("exec.binary is true but exec.code is not base64: {e}")))?;
+            .map_err(|e| {
+                ApiError::bad_request(format!(
+                    "exec.binary is true but exec.code is not base64: {e}"
+                ))
+            })?;
         let what = if language == "java" { "jar" } else { "zip" };
         archive::validate(&raw, what).map_err(ApiError::bad_request)?;
     } else if language == "java" {
-        return Err(ApiError::bad_request("Java actions must be a jar: set exec.binary to true and exec.code to the base64 jar."));
+        return Err(ApiError::bad_request(
+            "Java actions must be a jar: set exec.binary to true and exec.code to the base64 jar.",
+        ));
     }
     let main = exec.main.filter(|m| !m.is_empty());
     if language == "java" && main.is_none() {
-        return Err(ApiError::bad_request("Java actions need exec.main: the class name (Class or Class#method)."));
+        return Err(ApiError::bad_request(
+            "Java actions need exec.main: the class name (Class or Class#method).",
+        ));
     }
-    Ok(Exec { kind: runtime.kind.clone(), code, binary, main })
+    Ok(Exec {
+        kind: runtime.kind.clone(),
+        code,
+        binary,
+        main,
+    })
 }
 
 fn not_found(namespace: &str, name: &str) -> ApiError {
-    ApiError::not_found(format!("The requested resource does not exist: action '{namespace}/{name}'."))
+    ApiError::not_found(format!(
+        "The requested resource does not exist: action '{namespace}/{name}'."
+    ))
 }
 
 pub async fn invoke(
@@ -269,14 +326,20 @@ pub async fn invoke(
     let arrived = Instant::now();
     let arrived_ms = crate::now_ms();
     let namespace = resolve_namespace(&state, &namespace)?;
-    let action = state.action(&namespace, &name).ok_or_else(|| not_found(&namespace, &name))?;
+    let action = state
+        .action(&namespace, &name)
+        .ok_or_else(|| not_found(&namespace, &name))?;
     let bytes = body_bytes(&state, body)?;
     let params: Map<String, Value> = if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         Map::new()
     } else {
         match parse_json::<Value>(&bytes, "parameters")? {
             Value::Object(m) => m,
-            _ => return Err(ApiError::bad_request("The request content was malformed: parameters must be a JSON object.")),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "The request content was malformed: parameters must be a JSON object.",
+                ))
+            }
         }
     };
     state.recorder.admit()?;
@@ -298,13 +361,23 @@ pub async fn invoke(
     let run = async move { invoker::invoke(&task_state, inv, ticket).await };
     if !query::flag(q.blocking.as_deref(), false) {
         tokio::spawn(run);
-        return Ok((StatusCode::ACCEPTED, Json(json!({"activationId": activation_id}))).into_response());
+        return Ok((
+            StatusCode::ACCEPTED,
+            Json(json!({"activationId": activation_id})),
+        )
+            .into_response());
     }
     // Runs on this request's task (no hand-off on the warm path); if the client hangs up or
     // the blocking wait ends, the activation goes on by itself and is recorded.
     let mut run = crate::detach::Detachable::new(run);
     let record = match tokio::time::timeout(BLOCKING_WAIT, &mut run).await {
-        Err(_) => return Ok((StatusCode::ACCEPTED, Json(json!({"activationId": activation_id}))).into_response()),
+        Err(_) => {
+            return Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({"activationId": activation_id})),
+            )
+                .into_response())
+        }
         Ok(outcome) => outcome?,
     };
     let status = match record.response.status {
@@ -312,6 +385,10 @@ pub async fn invoke(
         ActivationStatus::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::BAD_GATEWAY,
     };
-    let body = if query::flag(q.result.as_deref(), false) { record.response.result.clone() } else { serde_json::to_value(&record).unwrap_or(Value::Null) };
+    let body = if query::flag(q.result.as_deref(), false) {
+        record.response.result.clone()
+    } else {
+        serde_json::to_value(&record).unwrap_or(Value::Null)
+    };
     Ok((status, Json(body)).into_response())
 }

@@ -19,14 +19,23 @@ pub struct ListQuery {
     docs: Option<String>,
 }
 
-pub async fn list(State(state): State<AppState>, Path(namespace): Path<String>, Query(q): Query<ListQuery>) -> Result<Json<Value>, ApiError> {
+pub async fn list(
+    State(state): State<AppState>,
+    Path(namespace): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
     let namespace = resolve_namespace(&state, &namespace)?;
     if q.limit.is_some_and(|l| l > crate::registry::MAX_LIST_LIMIT) {
-        return Err(ApiError::bad_request(format!("The value of 'limit' must be at most {}.", crate::registry::MAX_LIST_LIMIT)));
+        return Err(ApiError::bad_request(format!(
+            "The value of 'limit' must be at most {}.",
+            crate::registry::MAX_LIST_LIMIT
+        )));
     }
     let filter = ActivationFilter {
         // OpenWhisk clients may send a qualified name ("ns/action"): the action part filters.
-        name: q.name.map(|n| n.rsplit('/').next().unwrap_or(&n).to_string()),
+        name: q
+            .name
+            .map(|n| n.rsplit('/').next().unwrap_or(&n).to_string()),
         limit: q.limit.unwrap_or(crate::registry::DEFAULT_LIST_LIMIT),
         skip: q.skip.unwrap_or(0),
         since: q.since,
@@ -34,7 +43,9 @@ pub async fn list(State(state): State<AppState>, Path(namespace): Path<String>, 
     };
     let docs = super::query::flag(q.docs.as_deref(), false);
     let registry = state.registry.clone();
-    let records = tokio::task::spawn_blocking(move || registry.list_activations(&namespace, &filter)).await??;
+    let records =
+        tokio::task::spawn_blocking(move || registry.list_activations(&namespace, &filter))
+            .await??;
     let items = records
         .into_iter()
         .map(|r| {
@@ -54,7 +65,11 @@ pub async fn list(State(state): State<AppState>, Path(namespace): Path<String>, 
 /// Invocations refused while unwritten records are at their bound: 503, retry later.
 impl From<crate::recorder::Backlogged> for ApiError {
     fn from(e: crate::recorder::Backlogged) -> Self {
-        ApiError { status: axum::http::StatusCode::SERVICE_UNAVAILABLE, message: e.to_string(), retry_after: Some(5) }
+        ApiError {
+            status: axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            message: e.to_string(),
+            retry_after: Some(5),
+        }
     }
 }
 
@@ -65,20 +80,36 @@ async fn fetch(state: &AppState, namespace: &str, id: &str) -> Result<Activation
     }
     let registry = state.registry.clone();
     let lookup = id.to_string();
-    let found = tokio::task::spawn_blocking(move || registry.get_activation(&namespace, &lookup)).await??;
-    found.ok_or_else(|| ApiError::not_found(format!("The requested resource does not exist: activation '{id}'.")))
+    let found =
+        tokio::task::spawn_blocking(move || registry.get_activation(&namespace, &lookup)).await??;
+    found.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "The requested resource does not exist: activation '{id}'."
+        ))
+    })
 }
 
-pub async fn get(State(state): State<AppState>, Path((namespace, id)): Path<(String, String)>) -> Result<Json<ActivationRecord>, ApiError> {
+pub async fn get(
+    State(state): State<AppState>,
+    Path((namespace, id)): Path<(String, String)>,
+) -> Result<Json<ActivationRecord>, ApiError> {
     Ok(Json(fetch(&state, &namespace, &id).await?))
 }
 
-pub async fn result(State(state): State<AppState>, Path((namespace, id)): Path<(String, String)>) -> Result<Json<Value>, ApiError> {
+pub async fn result(
+    State(state): State<AppState>,
+    Path((namespace, id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
     let record = fetch(&state, &namespace, &id).await?;
-    Ok(Json(serde_json::to_value(record.response).unwrap_or(Value::Null)))
+    Ok(Json(
+        serde_json::to_value(record.response).unwrap_or(Value::Null),
+    ))
 }
 
-pub async fn logs(State(state): State<AppState>, Path((namespace, id)): Path<(String, String)>) -> Result<Json<Value>, ApiError> {
+pub async fn logs(
+    State(state): State<AppState>,
+    Path((namespace, id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
     let record = fetch(&state, &namespace, &id).await?;
     Ok(Json(json!({"logs": record.logs})))
 }

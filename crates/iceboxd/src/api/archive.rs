@@ -4,9 +4,12 @@
 use std::io::Cursor;
 
 pub fn validate(bytes: &[u8], what: &str) -> Result<usize, String> {
-    let mut archive = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| format!("the {what} cannot be read: {e}"))?;
+    let mut archive = zip::ZipArchive::new(Cursor::new(bytes))
+        .map_err(|e| format!("the {what} cannot be read: {e}"))?;
     for i in 0..archive.len() {
-        let entry = archive.by_index_raw(i).map_err(|e| format!("the {what} is damaged: {e}"))?;
+        let entry = archive
+            .by_index_raw(i)
+            .map_err(|e| format!("the {what} is damaged: {e}"))?;
         let name = entry.name();
         if unsafe_entry(name) {
             return Err(format!("the {what} contains the entry '{name}', which points outside the archive; remove absolute paths and '..' from it"));
@@ -16,7 +19,10 @@ pub fn validate(bytes: &[u8], what: &str) -> Result<usize, String> {
 }
 
 fn unsafe_entry(name: &str) -> bool {
-    name.starts_with('/') || name.starts_with('\\') || name.split(['/', '\\']).any(|part| part == "..") || name.contains(':')
+    name.starts_with('/')
+        || name.starts_with('\\')
+        || name.split(['/', '\\']).any(|part| part == "..")
+        || name.contains(':')
 }
 
 #[cfg(test)]
@@ -27,7 +33,8 @@ mod tests {
     fn zip_with(names: &[&str]) -> Vec<u8> {
         let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
         for n in names {
-            w.start_file(*n, zip::write::SimpleFileOptions::default()).unwrap();
+            w.start_file(*n, zip::write::SimpleFileOptions::default())
+                .unwrap();
             w.write_all(b"x").unwrap();
         }
         w.finish().unwrap().into_inner()
@@ -35,11 +42,16 @@ mod tests {
 
     #[test]
     fn accepts_normal_archives_and_rejects_escapes() {
-        assert_eq!(validate(&zip_with(&["__main__.py", "lib/util.py"]), "zip"), Ok(2));
+        assert_eq!(
+            validate(&zip_with(&["__main__.py", "lib/util.py"]), "zip"),
+            Ok(2)
+        );
         for bad in ["../evil.py", "a/../../evil", "/etc/passwd", "C:evil"] {
             let err = validate(&zip_with(&["ok.py", bad]), "zip").unwrap_err();
             assert!(err.contains(bad), "{err}");
         }
-        assert!(validate(b"not a zip", "jar").unwrap_err().contains("cannot be read"));
+        assert!(validate(b"not a zip", "jar")
+            .unwrap_err()
+            .contains("cannot be read"));
     }
 }

@@ -14,7 +14,11 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), retry_after: None }
+        ApiError {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
     }
     pub fn bad_request(m: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, m)
@@ -49,12 +53,20 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = format!("{:032x}", rand::random::<u128>());
-        let mut resp = (self.status, Json(json!({"error": self.message, "code": code}))).into_response();
+        let mut resp = (
+            self.status,
+            Json(json!({"error": self.message, "code": code})),
+        )
+            .into_response();
         if self.status == StatusCode::UNAUTHORIZED {
-            resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"iceboxd\""));
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"iceboxd\""),
+            );
         }
         if let Some(secs) = self.retry_after {
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
     }

@@ -1,9 +1,9 @@
 //! The node API (/icebox/v1): health, instances, memory, lifecycle events; and /metrics.
 
 use super::ApiError;
+use crate::pool::ControlError;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
-use crate::pool::ControlError;
 use axum::http::{header, HeaderMap};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
@@ -48,7 +48,11 @@ pub async fn instance(
         .instance_view(&id, super::query::flag(q.fresh.as_deref(), false))
         .await
         .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("There is no instance '{id}' (it may have been evicted).")))
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "There is no instance '{id}' (it may have been evicted)."
+            ))
+        })
 }
 
 #[derive(Deserialize)]
@@ -63,11 +67,25 @@ pub async fn instance_stats(
     Query(q): Query<StatsQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let gc = super::query::flag(q.gc.as_deref(), false);
-    let path = if gc { "/icebox/stats?gc=1" } else { "/icebox/stats" };
-    state.pool.runtime_get(&id, path).await.map(Json).map_err(|e| match e {
-        ControlError::NotFound(_) => ApiError::not_found(format!("There is no instance '{id}' (it may have been evicted).")),
-        other => ApiError::new(axum::http::StatusCode::BAD_GATEWAY, format!("heap statistics of instance '{id}': {other}")),
-    })
+    let path = if gc {
+        "/icebox/stats?gc=1"
+    } else {
+        "/icebox/stats"
+    };
+    state
+        .pool
+        .runtime_get(&id, path)
+        .await
+        .map(Json)
+        .map_err(|e| match e {
+            ControlError::NotFound(_) => ApiError::not_found(format!(
+                "There is no instance '{id}' (it may have been evicted)."
+            )),
+            other => ApiError::new(
+                axum::http::StatusCode::BAD_GATEWAY,
+                format!("heap statistics of instance '{id}': {other}"),
+            ),
+        })
 }
 
 #[derive(Deserialize)]
@@ -81,12 +99,24 @@ pub async fn reclaim(
     Path(id): Path<String>,
     Query(q): Query<ReclaimQuery>,
 ) -> Result<Json<icebox_core::api::ReclaimReport>, ApiError> {
-    state.pool.reclaim(&id, q.variant).await.map(Json).map_err(|e| match e {
-        ControlError::NotFound(_) => ApiError::not_found(format!("There is no instance '{id}' (it may have been evicted).")),
-        ControlError::Busy(_) => ApiError::conflict(e.to_string()),
-        ControlError::Status { status: 400, body } => ApiError::bad_request(format!("the runtime refused the reclaim: {body}")),
-        other => ApiError::new(axum::http::StatusCode::BAD_GATEWAY, format!("reclaim of instance '{id}': {other}")),
-    })
+    state
+        .pool
+        .reclaim(&id, q.variant)
+        .await
+        .map(Json)
+        .map_err(|e| match e {
+            ControlError::NotFound(_) => ApiError::not_found(format!(
+                "There is no instance '{id}' (it may have been evicted)."
+            )),
+            ControlError::Busy(_) => ApiError::conflict(e.to_string()),
+            ControlError::Status { status: 400, body } => {
+                ApiError::bad_request(format!("the runtime refused the reclaim: {body}"))
+            }
+            other => ApiError::new(
+                axum::http::StatusCode::BAD_GATEWAY,
+                format!("reclaim of instance '{id}': {other}"),
+            ),
+        })
 }
 
 pub async fn memory(State(state): State<AppState>) -> Json<MemoryView> {
@@ -95,7 +125,13 @@ pub async fn memory(State(state): State<AppState>) -> Json<MemoryView> {
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     state.pool.refresh_gauges();
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.encode(),
+    )
 }
 
 #[derive(Deserialize)]
@@ -109,13 +145,20 @@ pub async fn events(
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let last_id = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let last_id = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     // No cursor: live events only.
     let since = q.since.or(last_id);
     let (past, rx) = state.events.subscribe(since.unwrap_or(u64::MAX));
     let last_replayed = past.last().map(|e| e.seq).or(since).unwrap_or(0);
     let to_event = |e: &icebox_core::LifecycleEvent| {
-        Event::default().id(e.seq.to_string()).event("lifecycle").json_data(e).expect("events serialize")
+        Event::default()
+            .id(e.seq.to_string())
+            .event("lifecycle")
+            .json_data(e)
+            .expect("events serialize")
     };
     let replay = stream::iter(past.iter().map(to_event).map(Ok).collect::<Vec<_>>());
     let live = BroadcastStream::new(rx).filter_map(move |item| async move {
@@ -123,10 +166,16 @@ pub async fn events(
             Ok(e) if e.seq > last_replayed => Some(Ok(to_event(&e))),
             Ok(_) => None,
             // A slow reader skipped events: say so, it can re-read from its cursor.
-            Err(BroadcastStreamRecvError::Lagged(n)) => Some(Ok(Event::default().event("lagged").data(n.to_string()))),
+            Err(BroadcastStreamRecvError::Lagged(n)) => {
+                Some(Ok(Event::default().event("lagged").data(n.to_string())))
+            }
         }
     });
     let follow = super::query::flag(q.follow.as_deref(), true);
-    let stream = if follow { replay.chain(live).boxed() } else { replay.boxed() };
+    let stream = if follow {
+        replay.chain(live).boxed()
+    } else {
+        replay.boxed()
+    };
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
