@@ -108,13 +108,14 @@ impl RuntimeClient {
         Ok(sender)
     }
 
-    async fn sender(&self) -> Result<SendRequest<Full<Bytes>>, RuntimeError> {
+    /// A pooled connection (true) or a new one (false).
+    async fn sender(&self) -> Result<(SendRequest<Full<Bytes>>, bool), RuntimeError> {
         loop {
             let reused = self.idle.lock().unwrap().pop();
             match reused {
-                Some(s) if !s.is_closed() => return Ok(s),
+                Some(s) if !s.is_closed() => return Ok((s, true)),
                 Some(_) => continue,
-                None => return self.connect().await,
+                None => return Ok((self.connect().await?, false)),
             }
         }
     }
@@ -125,11 +126,7 @@ impl RuntimeClient {
         path: &str,
         body: Bytes,
     ) -> Result<RuntimeReply, RuntimeError> {
-        let mut sender = self.sender().await?;
-        sender
-            .ready()
-            .await
-            .map_err(|e| RuntimeError::Transport(e.to_string()))?;
+        let (mut sender, reused) = self.sender().await?;
         let req = Request::builder()
             .method(method)
             .uri(path)
@@ -137,10 +134,20 @@ impl RuntimeClient {
             .header("content-type", "application/json")
             .body(Full::new(body))
             .expect("static request parts are valid");
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| RuntimeError::Transport(e.to_string()))?;
+        let resp = match send(&mut sender, req).await {
+            Ok(resp) => resp,
+            // A pooled connection closed under us before the request went out (the runtime
+            // closed it, or died while idle): nothing was delivered, so a new connection may
+            // carry it. If the runtime is gone, that connect fails as Connect, which callers
+            // know means the request never reached the action.
+            Err(Unsent(Some(req), _)) if reused => {
+                sender = self.connect().await?;
+                send(&mut sender, req)
+                    .await
+                    .map_err(|e| RuntimeError::Transport(e.1))?
+            }
+            Err(e) => return Err(RuntimeError::Transport(e.1)),
+        };
         let status = resp.status().as_u16();
         let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
             .collect()
@@ -176,4 +183,20 @@ impl RuntimeClient {
     pub fn close_idle(&self) {
         self.idle.lock().unwrap().clear();
     }
+}
+
+/// A request that failed, given back when it never left (the second field says why).
+struct Unsent(Option<Request<Full<Bytes>>>, String);
+
+async fn send(
+    sender: &mut SendRequest<Full<Bytes>>,
+    req: Request<Full<Bytes>>,
+) -> Result<hyper::Response<hyper::body::Incoming>, Unsent> {
+    if let Err(e) = sender.ready().await {
+        return Err(Unsent(Some(req), e.to_string()));
+    }
+    sender.try_send_request(req).await.map_err(|mut e| {
+        let req = e.take_message();
+        Unsent(req, e.into_error().to_string())
+    })
 }

@@ -107,15 +107,35 @@ pub async fn invoke(
 ) -> Result<ActivationRecord, InvokeError> {
     let action = inv.action.clone();
     let wait_limit = MIN_QUEUE_WAIT.max(Duration::from_millis(action.limits.timeout));
-    let acquired = ticket.lease(wait_limit).await;
-    let started = Instant::now();
+    let mut ticket = ticket;
+    let mut redeliveries = 0;
+    let (acquired, started) = loop {
+        let acquired = ticket.lease(wait_limit).await;
+        let started = Instant::now();
+        let lease = match acquired {
+            Ok(lease) => lease,
+            Err(e) => break (Err(e), started),
+        };
+        let info = (lease.cold, lease.init_ms, lease.instance.id.clone());
+        let outcome = match run(&inv, lease).await {
+            Delivery::Ran(outcome) => outcome,
+            // The warm instance's runtime was already gone: the action never saw this
+            // activation, so another instance may run it.
+            Delivery::Undelivered if redeliveries < MAX_REDELIVERIES => {
+                if let Ok(next) = state.pool.admit(&action) {
+                    redeliveries += 1;
+                    ticket = next;
+                    continue;
+                }
+                undelivered_report(&action)
+            }
+            Delivery::Undelivered => undelivered_report(&action),
+        };
+        break (Ok((outcome, info)), started);
+    };
 
     let (outcome, lease_info) = match acquired {
-        Ok(lease) => {
-            let info = (lease.cold, lease.init_ms, lease.instance.id.clone());
-            let outcome = run(&inv, lease).await;
-            (outcome, Some(info))
-        }
+        Ok((outcome, info)) => (outcome, Some(info)),
         Err(AcquireError::Init { error, init_ms }) => (
             RunReport {
                 status: ActivationStatus::DeveloperError,
@@ -213,7 +233,26 @@ fn finish(
     record
 }
 
-async fn run(inv: &Invocation, lease: Lease) -> RunReport {
+/// How many times an activation that never reached a (dead) warm runtime is given to another
+/// instance.
+const MAX_REDELIVERIES: u32 = 2;
+
+enum Delivery {
+    Ran(RunReport),
+    /// The runtime could not be reached at all (it had exited): the action did not run.
+    Undelivered,
+}
+
+fn undelivered_report(action: &ActionSpec) -> RunReport {
+    RunReport {
+        status: ActivationStatus::DeveloperError,
+        result: json!({"error": died_message(None, action)}),
+        timed_out: false,
+        logs: vec![],
+    }
+}
+
+async fn run(inv: &Invocation, lease: Lease) -> Delivery {
     let action = &inv.action;
     let sandbox = lease.instance.sandbox.clone();
     let deadline_ms = crate::now_ms() + action.limits.timeout;
@@ -229,6 +268,11 @@ async fn run(inv: &Invocation, lease: Lease) -> RunReport {
     if let Some(key) = &inv.api_key {
         body["api_key"] = json!(key);
     }
+    if !lease.cold && sandbox.exit_cause().is_some() {
+        // Died after admission chose it and before anything was sent.
+        lease.release(Health::Broken(EvictReason::Exited)).await;
+        return Delivery::Undelivered;
+    }
     let marks = sandbox.logs().marks();
     let timeout = Duration::from_millis(action.limits.timeout);
     enum Ran {
@@ -243,6 +287,13 @@ async fn run(inv: &Invocation, lease: Lease) -> RunReport {
         },
         _ = sandbox.exited() => Ran::Died,
     };
+    if let Ran::Reply(Err(RuntimeError::Connect(e))) = &ran {
+        if !lease.cold {
+            tracing::warn!(instance = %lease.instance.id, "the runtime cannot be reached ({e}): the activation goes to another instance");
+            lease.release(Health::Broken(EvictReason::Exited)).await;
+            return Delivery::Undelivered;
+        }
+    }
     let (status, result, timed_out, health) = match ran {
         Ran::TimedOut => (
             ActivationStatus::DeveloperError,
@@ -279,12 +330,12 @@ async fn run(inv: &Invocation, lease: Lease) -> RunReport {
     let mut logs = sandbox.logs().take_after(marks, wait).await;
     truncate_logs(&mut logs, action.limits.logs_bytes());
     lease.release(health).await;
-    RunReport {
+    Delivery::Ran(RunReport {
         status,
         result,
         timed_out,
         logs,
-    }
+    })
 }
 
 /// The proxies' answer (502 `{error}`) when the action's result is not a JSON object
