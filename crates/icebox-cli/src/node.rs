@@ -282,10 +282,14 @@ pub fn health_line(h: &Health, apihost: &str) -> String {
     } else {
         format!("isolation {} with cgroup {}", h.isolation, h.cgroup)
     };
+    // A degraded node says why, first: that is what the operator must act on.
+    let status = match &h.reason {
+        Some(reason) => format!("{} ({reason})", h.status),
+        None => h.status.clone(),
+    };
     format!(
-        "iceboxd {} at {apihost}: {} · up {} · {isolation} · {} instance{}",
+        "iceboxd {} at {apihost}: {status} · up {} · {isolation} · {} instance{}",
         h.version,
-        h.status,
         table::duration_ms(h.uptime_s * 1000),
         h.instances,
         if h.instances == 1 { "" } else { "s" }
@@ -399,6 +403,24 @@ mod tests {
              idle            1  10.0 MiB  10.5 MiB  20.0 MiB     0  30.0 MiB\n\
              frozen          2  20.0 MiB  20.5 MiB  40.0 MiB     0  60.0 MiB\n\
              total           3  30.0 MiB  30.5 MiB  60.0 MiB     0  90.0 MiB\n"
+        );
+    }
+
+    #[test]
+    fn health_says_why_it_is_degraded() {
+        let h = Health {
+            status: "degraded".into(),
+            reason: Some("3 activation records are not written yet: disk full".into()),
+            version: "0.1.0".into(),
+            uptime_s: 5,
+            isolation: "crun".into(),
+            cgroup: "v1".into(),
+            instances: 1,
+        };
+        let line = health_line(&h, "http://127.0.0.1:8740");
+        assert!(
+            line.contains(": degraded (3 activation records are not written yet: disk full) · up"),
+            "{line}"
         );
     }
 
