@@ -165,7 +165,9 @@ impl ProcessBackend {
         let status = cmd.status().await?;
         if !status.success() {
             let why = std::fs::read_to_string(&log_file).unwrap_or_default();
-            let _ = cgroup.remove();
+            if let Err(e) = cgroup.remove() {
+                tracing::warn!(instance = %spec.id, "cannot remove the cgroup of an instance that failed to start: {e}");
+            }
             return Err(SandboxError::StartFailed(format!(
                 "crun run failed ({status}): {}",
                 why.trim()
@@ -181,7 +183,9 @@ impl ProcessBackend {
             // Died at once: `start` reports its exit with its output.
             Err(_) if pidfd::has_exited(&exit_fd) => RuntimeClient::unreachable(),
             Err(e) => {
-                let _ = cgroup.remove();
+                if let Err(e) = cgroup.remove() {
+                    tracing::warn!(instance = %spec.id, "cannot remove the cgroup of an instance that failed to start: {e}");
+                }
                 sandbox::crun_delete(crun, &spec.id).await;
                 return Err(SandboxError::StartFailed(format!(
                     "cannot open the instance's socket directory: {e}"
@@ -336,7 +340,11 @@ impl SandboxBackend for ProcessBackend {
 
     async fn shutdown(&self) {
         if let Some(cgroups) = &self.cgroups {
-            let _ = cgroups.open(&self.cgroup_parent).remove();
+            // A cgroup left here outlives the daemon (a later start only cleans its own tag's
+            // children), so a failure must be visible.
+            if let Err(e) = cgroups.open(&self.cgroup_parent).remove() {
+                tracing::error!(cgroup = %self.cgroup_parent, "cannot remove the daemon's cgroup at shutdown: {e}");
+            }
         }
     }
 }
