@@ -5,6 +5,7 @@
 mod accounting;
 mod candidates;
 mod mappings;
+mod offload_pool;
 mod pageout;
 mod recache;
 mod smaps;
@@ -12,6 +13,7 @@ mod smaps;
 pub use accounting::measure_pids;
 pub use candidates::{candidate_mappings, pageout_candidates};
 pub use mappings::{file_mappings, mapped_files, parse_mapped_files, parse_smaps, FileMapping};
+pub use offload_pool::{memory_pressure, OffloadPool, PoolSpec, PoolStats, PressureLine, Psi};
 pub use pageout::{pageout, PageoutReport};
 pub use recache::{evicted_runs, exclusive_file_pages, recache, EvictedPages};
 pub use smaps::{parse_smaps_rollup, smaps_rollup};
