@@ -9,6 +9,7 @@
 mod fs;
 mod join;
 mod mounts;
+mod reclaim;
 mod v1;
 mod v2;
 

@@ -61,6 +61,16 @@ pub trait Sandbox: Send + Sync {
     fn memory(&self) -> MemoryStats;
     fn freeze(&self) -> std::io::Result<()>;
     fn thaw(&self) -> std::io::Result<()>;
+    /// Asks the kernel to reclaim `bytes` of the instance's memory through its own LRU (the
+    /// coldest pages first; anonymous ones only if there is swap); returns the bytes freed.
+    /// Works on a frozen instance.
+    fn reclaim_memory(&self, bytes: u64) -> std::io::Result<u64> {
+        let _ = bytes;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "this sandbox backend cannot reclaim memory",
+        ))
+    }
     /// Resolves when the runtime process has exited.
     async fn exited(&self);
     /// Set once the runtime exited: why.

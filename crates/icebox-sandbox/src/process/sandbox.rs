@@ -178,6 +178,16 @@ impl Sandbox for ProcessSandbox {
         }
     }
 
+    fn reclaim_memory(&self, bytes: u64) -> std::io::Result<u64> {
+        match &self.isolation {
+            Isolation::Crun { cgroup, .. } => cgroup.reclaim_memory(bytes),
+            Isolation::ProcessGroup { .. } => Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "memory reclaim needs the instance's cgroup (running without cgroups)",
+            )),
+        }
+    }
+
     async fn exited(&self) {
         loop {
             let notified = self.exit_notify.notified();
