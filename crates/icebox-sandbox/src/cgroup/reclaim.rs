@@ -19,6 +19,10 @@ impl Cgroup {
     /// reclaim, e.g. anonymous memory without swap). v2 writes memory.reclaim; v1 lowers
     /// memory.limit_in_bytes to usage − bytes and restores the original limit afterwards,
     /// whatever happened. `Unsupported` without a memory controller (or memory.reclaim).
+    ///
+    /// On v1, while the limit is lowered (milliseconds), a running instance that allocates
+    /// when nothing more is reclaimable (no swap) can be OOM-killed: reclaim frozen or idle
+    /// instances there.
     pub fn reclaim_memory(&self, bytes: u64) -> io::Result<u64> {
         match &self.location {
             Location::V1(d) => reclaim_v1(&d.memory, bytes),
