@@ -1,4 +1,4 @@
-//! Pure policy decisions for icebox: which idle instances to freeze, evict, or reuse.
+//! Pure policy decisions for icebox: which idle instances to freeze, evict, reuse, or offload.
 //!
 //! Nothing here does I/O, spawns threads or reads the system clock: time is passed in as
 //! [`Millis`] from an injected [`Clock`]. The daemon and the cluster simulator link the same
@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod desiccant;
+pub mod faasmem;
 pub mod keepalive;
 pub mod pool;
 
@@ -18,6 +19,11 @@ pub use desiccant::{
     plan, rank, reclaim_slots, Candidate, DesiccantConfig, DesiccantConfigError, Estimate,
     EstimateSource, LibraryPageout, ParseLibraryPageoutError, ParseReclaimModeError, Profile,
     ProfileStore, Ranked, ReclaimMode, ReclaimThreshold, Retained, MIN_RECLAIM_CPU_MS,
+};
+pub use faasmem::{
+    semiwarm_tick, FaasmemConfig, FaasmemConfigError, InstanceOffload, OffloadMode, OffloadPhase,
+    OffloadStep, ParseOffloadModeError, ParseSemiWarmError, Pressure, RequestWindow, ReuseHistory,
+    SemiWarm, SemiWarmInstance, TmoConfig, TmoConfigError, TmoController,
 };
 pub use keepalive::{Admission, ConfigError, EvictionReason, KeepAliveConfig, KeepAlivePolicy};
 pub use pool::{lru_order, total_charge, PoolEntry};
