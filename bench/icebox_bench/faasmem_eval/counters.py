@@ -98,11 +98,10 @@ def instance_totals(samples: list[dict], start_ms: float, end_ms: float) -> dict
     return dict(out)
 
 
-def bounds(prom_samples: list[dict], start_ms: float, end_ms: float) -> tuple[dict, dict] | None:
-    """The /metrics samples a window's increases are taken between: the last one at or before
-    its start (else the first one), and the last one at or before its end."""
-    usable = [p for p in prom_samples if p.get("t_ms") is not None and p.get("metrics") is not None
-              and p["t_ms"] <= end_ms]
+def bounds(samples: list[dict], start_ms: float, end_ms: float, key: str = "metrics") -> tuple[dict, dict] | None:
+    """The samples (those holding `key`) a window's increases are taken between: the last one
+    at or before its start (else the first one), and the last one at or before its end."""
+    usable = [p for p in samples if p.get("t_ms") is not None and p.get(key) is not None and p["t_ms"] <= end_ms]
     if not usable:
         return None
     before = [p for p in usable if p["t_ms"] <= start_ms]

@@ -50,7 +50,9 @@ def targets_table(summary: dict) -> str:
     for t in summary.get("targets", []):
         value = ", ".join(f"{k} {fmt(v, 3) if isinstance(v, float) else v}" for k, v in t["value"].items())
         rows.append([t["load"], t["function"], t["target"], value, "met" if t["met"] else "missed"])
-    return markdown_table(["load", "function", "target", "measured", ""], rows) if rows else "No targets could be checked."
+    if not rows:
+        return "No targets could be checked."
+    return markdown_table(["load", "function", "target", "measured", ""], rows)
 
 
 def kernel_table(summary: dict) -> str:
@@ -94,7 +96,7 @@ def fig12_plot(summary: dict, path: Path) -> Path:
         ax.set_ylim(0, 1.3)
         ax.axhline(1.0 - fig12.TARGET_MEMORY_REDUCTION, color="#337ab7", linestyle=":", linewidth=1)
         twin.set_ylabel("p95 latency (ms, ◆)")
-        twin.set_ylim(bottom=0)
+        twin.set_ylim(0, twin.get_ylim()[1] * 1.15)  # room above the highest marker
         ax.set_title(f"{load} load", fontsize="medium")
         ax.grid(True, axis="y", alpha=0.3)
         handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]

@@ -109,23 +109,22 @@ def parse_vmstat(text: str, keys=("pswpin", "pswpout")) -> dict[str, int]:
 
 
 def kernel_swap(system_samples: list[dict], start_ms: float, end_ms: float) -> dict | None:
-    """Swap use and swap traffic over the window, every swap device together (icebox's zram
-    device included: the kernel does not say who put a page there)."""
-    inside = [s for s in system_samples if s.get("t_ms") is not None and start_ms <= s["t_ms"] <= end_ms]
-    if not inside:
+    """Swap use and swap traffic over the window (from the last sample at or before its start),
+    every swap device together (icebox's zram device included: the kernel does not say who put
+    a page there)."""
+    pair = bounds(system_samples, start_ms, end_ms, key="vmstat")
+    if pair is None:
         return None
+    first, last = pair
+    inside = [s for s in system_samples if first["t_ms"] <= s.get("t_ms", -1) <= last["t_ms"]]
 
     def used(sample):
         return sum(d["used_bytes"] for d in sample.get("swaps") or [])
 
-    def vm(sample, key):
-        return (sample.get("vmstat") or {}).get(key)
-
-    first, last = inside[0], inside[-1]
     out = {"devices": sorted({d["device"] for s in inside for d in s.get("swaps") or []}),
            "used_peak_bytes": max(used(s) for s in inside), "used_end_bytes": used(last)}
     for key in ("pswpout", "pswpin"):
-        a, b = vm(first, key), vm(last, key)
+        a, b = first["vmstat"].get(key), last["vmstat"].get(key)
         out[f"{key}_bytes"] = None if a is None or b is None else (b - a) * PAGE_SIZE
     return out
 

@@ -63,8 +63,9 @@ def render(out: Path, summary: dict) -> list[Path]:
         periods_table(summary), "",
     ]
     for name, cmp in summary["comparison"].items():
-        text.append(f"- {name} against off: idle local memory ×{cmp['idle_local_mean_ratio']}, "
-                    f"wake latency ×{cmp['wake_latency_ratio']}")
+        for i, (memory, latency) in enumerate(zip(cmp["idle_local_mean_ratio"], cmp["wake_latency_ratio"])):
+            text.append(f"- --semiwarm {name} against off, idle period {i + 1}: mean local memory "
+                        f"×{fmt(memory, 2)}, wake request latency ×{fmt(latency, 2)}")
     text += ["", overheads_section({name: v["overheads"] for name, v in summary["variants"].items()}), ""]
     if c.get("failed"):
         text += ["## Runs that failed", ""] + [f"- {k}: {v}" for k, v in sorted(c["failed"].items())] + [""]

@@ -24,7 +24,8 @@ def flags(settings: dict, variant: str) -> list[str]:
 @register
 class FaasmemSemiwarm(Recipe):
     name = "faasmem-semiwarm"
-    description = "one function with a sparse invocation pattern, --semiwarm on and off: local memory through keep-alive"
+    description = ("one function with a sparse invocation pattern, --semiwarm on and off: "
+                   "local memory through keep-alive")
     config_file = Path(__file__).with_suffix(".toml")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
