@@ -139,3 +139,15 @@ def test_the_kernels_swap_is_read_from_proc_and_reported_apart():
     assert got == {"devices": ["/dev/zram1"], "used_peak_bytes": 2048 * 1024, "used_end_bytes": 0,
                    "pswpout_bytes": 100 * 4096, "pswpin_bytes": 2 * 4096}
     assert overheads.kernel_swap(samples, T0 - 20_000, T0 - 10_000) is None  # no sample yet
+
+
+def test_memory_samples_keep_the_offload_view_and_the_pool_when_the_daemon_sends_them():
+    from icebox_bench.sampler import sample_record
+
+    view = {"id": "i", "action": "guest/f", "state": "frozen", "memory": {"uss": 5},
+            "offload": {"mode": "faasmem", "local_bytes": 3}}
+    memory = {"total": {"uss": 5}, "local": 3, "pool": {"kind": "zram", "stored_bytes": 2}}
+    record = sample_record(T0, [view, {"id": "j", "memory": {}}], memory)
+    assert record["instances"][0]["offload"] == view["offload"] and "offload" not in record["instances"][1]
+    assert record["local"] == 3 and record["pool"] == memory["pool"]
+    assert "pool" not in sample_record(T0, [], {"total": {}})

@@ -79,3 +79,18 @@ def test_render_writes_the_table_targets_kernel_swap_overheads_and_the_plot(tmp_
     assert "| f1 | 100.0 (1.00) | 95.0 (0.95) | 50.0 (0.50) | 100.0 | 100.0 | 104.0 |" in text
     assert "kernel pswpout (MiB)" in text and "barrier init_done" in text and "low-none: example failure" in text
     assert fig12_render.render(out, {"runs": {"high": {}}}) == []
+
+
+def test_a_mode_none_run_without_offload_views_counts_uss_but_an_offloading_one_fails(tmp_path):
+    path = write_run(tmp_path / "none", local_mib={"f1": 10}, latency_ms={"f1": [5.0]})
+    lines = [json.loads(line) for line in (path / "memory.jsonl").read_text().splitlines()]
+    for sample in lines:
+        for row in sample["instances"]:
+            del row["offload"]
+    (path / "memory.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (path / "config.json").write_text(json.dumps({"mode": "none"}))
+    entry = fig12.analyse_run(path, ["f1"])
+    assert entry["functions"]["f1"]["local_mean_mib"] == 17.0 and entry["fallback_rows"] == 10  # USS = local + 7
+    (path / "config.json").write_text(json.dumps({"mode": "faasmem"}))
+    with pytest.raises(ValueError, match="offload.local_bytes"):
+        fig12.analyse_run(path, ["f1"])

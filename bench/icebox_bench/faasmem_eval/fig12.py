@@ -56,7 +56,8 @@ def analyse_run(path: Path, functions: list[str]) -> dict:
     run = load_run(path)
     start, end = run_window(run)
     series = LocalSeries(run.memory, functions)
-    series.check()
+    if run.config.get("mode") != "none":  # without offloading, USS is the local memory anyway
+        series.check()
     metrics = compute(run)
     by_function = {f.function: f for f in metrics.functions}
     events = event_totals(run.events, start, end)

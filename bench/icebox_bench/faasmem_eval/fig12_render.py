@@ -121,6 +121,10 @@ def render(out: Path, summary: dict) -> list[Path]:
         "×none in brackets). p95: client-side, every successful invocation, cold starts included. "
         "Offloaded / refaulted: what icebox moved (events or instance counters; the node row: Prometheus).", "",
     ]
+    fallback = [f"{load}-{mode} ({e['fallback_rows']})" for load, r in summary["runs"].items()
+                for mode, e in r.items() if e.get("fallback_rows")]
+    if fallback:
+        text += ["Instance views without `offload.local_bytes` counted their USS in: " + ", ".join(fallback) + ".", ""]
     for load in summary["runs"]:
         if summary["runs"][load]:
             text += [f"## {load} load", "", load_table(load, summary), ""]
