@@ -14,6 +14,8 @@ from .client import IceboxClient, IceboxError
 from .recorder import JsonlWriter
 
 _MEASURES = ("uss", "pss", "rss", "swap", "cgroup")
+# /icebox/v1/memory's fields of a daemon that offloads memory (local bytes, the swap pool).
+_OFFLOAD_NODE_FIELDS = ("local", "pool")
 
 
 def sample_record(t_ms: float, instances: list, memory: dict) -> dict:
@@ -21,7 +23,7 @@ def sample_record(t_ms: float, instances: list, memory: dict) -> dict:
     rows = []
     for view in instances:
         mem = view.get("memory") or {}
-        rows.append({
+        row = {
             "id": view.get("id"),
             "action": view.get("action"),
             "state": view.get("state"),
@@ -29,12 +31,16 @@ def sample_record(t_ms: float, instances: list, memory: dict) -> dict:
             "charged": view.get("charged", 0),
             "invocations": view.get("invocations", 0),
             "measured_at_ms": view.get("measured_at_ms"),
-        })
+        }
+        # Memory offloading (FaaSMem): kept as the daemon sent it, only when it sends it.
+        if view.get("offload") is not None:
+            row["offload"] = view["offload"]
+        rows.append(row)
     by_state = {}
     for state, group in (memory.get("by_state") or {}).items():
         mem = group.get("memory") or {}
         by_state[state] = {"instances": group.get("instances", 0), **{m: mem.get(m, 0) for m in _MEASURES}}
-    return {
+    record = {
         "t_ms": round(t_ms, 3),
         "instances": rows,
         "by_state": by_state,
@@ -42,6 +48,10 @@ def sample_record(t_ms: float, instances: list, memory: dict) -> dict:
         "charged": memory.get("charged", 0),
         "budget": memory.get("budget", 0),
     }
+    for key in _OFFLOAD_NODE_FIELDS:
+        if memory.get(key) is not None:
+            record[key] = memory[key]
+    return record
 
 
 class MemorySampler:

@@ -22,6 +22,7 @@ shared machine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import uuid
@@ -137,6 +138,30 @@ class MeteredDaemon(Daemon):
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
+
+
+@contextlib.asynccontextmanager
+async def metered_daemon(args: list[str], *, log_path: Path, log=print):
+    """A MeteredDaemon started (in a cpuacct group of its own when there can be one) for the
+    duration of the block; stopped, and its group removed, however the block ends."""
+    group = CpuacctGroup.create()
+    if group is None:
+        log("note: no separate cpuacct cgroup hierarchy here: CPU is read from /proc (see cpu.py)")
+    daemon = MeteredDaemon(args, log_path=log_path, group=group)
+    try:
+        await asyncio.to_thread(daemon.start)
+        yield daemon
+    finally:
+        await asyncio.to_thread(daemon.stop)
+        if group is not None and not group.remove():
+            log(f"warning: could not remove {group.path} (processes left in it)")
+
+
+async def save_metrics(client: IceboxClient, path: Path) -> None:
+    """The daemon's /metrics as it is now, into `path` (nothing when it does not answer 200)."""
+    reply = await client.request("GET", "/metrics")
+    if reply.status == 200:
+        path.write_text(str(reply.body))
 
 
 class CpuSampler:

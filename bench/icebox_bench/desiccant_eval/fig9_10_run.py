@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from ..session import RunSession
 from ..traces.model import Trace
 from . import fig9_10
 from .actions import delete_quietly, deploy_mode
-from .cpu import CpuacctGroup, CpuSampler, MeteredDaemon, window_cpu
+from .cpu import CpuSampler, metered_daemon, save_metrics, window_cpu
 
 
 @dataclass
@@ -100,15 +99,10 @@ async def run_one(plan: Plan, mode: str, scale: float, out: Path, *, command: st
     run_dir = RunDir(out)
     sched = plan.schedule(scale)
     used = plan.used()
-    group = CpuacctGroup.create()
-    if group is None:
-        log("note: no separate cpuacct cgroup hierarchy here: CPU is read from /proc (see cpu.py)")
     daemon_args = [*plan.daemon_args, "--reclaim-mode", mode]
-    daemon = MeteredDaemon(daemon_args, log_path=run_dir.file("iceboxd.log"), group=group)
     log(f"[{label}] starting iceboxd {' '.join(daemon_args)}; {len(sched.items)} invocations "
         f"({len(sched.measured)} measured)")
-    try:
-        await asyncio.to_thread(daemon.start)
+    async with metered_daemon(daemon_args, log_path=run_dir.file("iceboxd.log"), log=log) as daemon:
         async with IceboxClient(daemon.apihost, daemon.auth) as client:
             for spec in used:
                 await deploy_mode(client, spec, spec.name, None, plan.memory_mb)
@@ -134,13 +128,7 @@ async def run_one(plan: Plan, mode: str, scale: float, out: Path, *, command: st
                     session.result["cpu_method"] = cpu.method
                 finally:
                     await cpu.stop()
-                    reply = await client.request("GET", "/metrics")
-                    if reply.status == 200:
-                        run_dir.file("metrics.prom").write_text(str(reply.body))
-    finally:
-        await asyncio.to_thread(daemon.stop)
-        if group is not None and not group.remove():
-            log(f"warning: could not remove {group.path} (processes left in it)")
+                    await save_metrics(client, run_dir.file("metrics.prom"))
     return run_dir.path
 
 
