@@ -7,6 +7,7 @@ mod config;
 mod error;
 mod events;
 mod node;
+mod offload;
 mod output;
 mod params;
 mod table;

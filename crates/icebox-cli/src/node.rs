@@ -50,6 +50,7 @@ pub fn instances_table(list: &[InstanceView]) -> String {
         ("PSS", Align::Right),
         ("RSS", Align::Right),
         ("SWAP", Align::Right),
+        ("LOCAL", Align::Right),
         ("CHARGED", Align::Right),
     ]);
     for i in list {
@@ -76,6 +77,7 @@ pub fn instances_table(list: &[InstanceView]) -> String {
             size(i.memory.pss),
             size(i.memory.rss),
             size(i.memory.swap),
+            size(i.offload.local_bytes),
             size(i.charged),
         ]);
     }
@@ -92,10 +94,14 @@ pub fn memory(client: &Client, json_out: bool) -> Result<()> {
     let list: Vec<InstanceView> =
         typed(client.get(format!("{API}/instances")).send()?, "instances")?;
     let mut out = memory_report(&view);
-    let idle = reclaimable_table(&list);
-    if !idle.is_empty() {
-        out.push_str("\n\n");
-        out.push_str(&idle);
+    for table in [
+        reclaimable_table(&list),
+        crate::offload::offload_table(&list),
+    ] {
+        if !table.is_empty() {
+            out.push_str("\n\n");
+            out.push_str(&table);
+        }
     }
     emit(&out);
     Ok(())
@@ -216,9 +222,13 @@ pub fn memory_report(v: &MemoryView) -> String {
     let mut out = format!(
         "budget         {} (idle and frozen instances, charged by {charge})\n\
          charged        {}{share}\n\
+         local          {} (USS + the offload pool's RAM for swapped pages)\n\
+         offload pool   {}\n\
          max instances  {max}\n\n",
         size(v.budget),
-        size(v.charged)
+        size(v.charged),
+        size(v.local),
+        crate::offload::pool_line(&v.pool)
     );
     let mut t = Table::new(&[
         ("STATE", Align::Left),
@@ -333,14 +343,15 @@ mod tests {
             measured_at_ms: 0,
             reclaimable: Some(4 * MIB),
             reclaim_mode: "desiccant".into(),
+            offload: Default::default(),
         }];
         let reclaimable = reclaimable_table(&list);
         assert!(reclaimable.contains("desiccant"), "{reclaimable}");
         assert!(reclaimable.contains("4.0 MiB"), "{reclaimable}");
         assert_eq!(
             instances_table(&list),
-            "ID      ACTION       STATE   PIDS         AGE  IDLE  INVOKES      USS      PSS       RSS  SWAP  CHARGED\n\
-             i-7f3a  guest/hello  frozen  4242,4243  3m05s  2.5s       17  9.0 MiB  9.5 MiB  18.0 MiB     0  9.0 MiB\n"
+            "ID      ACTION       STATE   PIDS         AGE  IDLE  INVOKES      USS      PSS       RSS  SWAP  LOCAL  CHARGED\n\
+             i-7f3a  guest/hello  frozen  4242,4243  3m05s  2.5s       17  9.0 MiB  9.5 MiB  18.0 MiB     0      0  9.0 MiB\n"
         );
     }
 
@@ -392,11 +403,15 @@ mod tests {
             by_state,
             total: stats(30),
             max_instances: 0,
+            local: 30 * MIB,
+            pool: Default::default(),
         };
         assert_eq!(
             memory_report(&view),
             "budget         2.00 GiB (idle and frozen instances, charged by uss)\n\
              charged        30.0 MiB (1.5% of the budget)\n\
+             local          30.0 MiB (USS + the offload pool's RAM for swapped pages)\n\
+             offload pool   none (nothing is offloaded; --offload-pool zram:SIZE or swap)\n\
              max instances  no limit\n\
              \n\
              STATE   INSTANCES       USS       PSS       RSS  SWAP    CGROUP\n\

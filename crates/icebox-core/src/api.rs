@@ -3,6 +3,7 @@
 
 use crate::instance::InstanceState;
 use crate::memory::{ChargeMode, MemoryStats};
+use crate::offload::{OffloadView, PoolView};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -46,6 +47,9 @@ pub struct InstanceView {
     /// The instance's reclaim mode: vanilla, eager or desiccant.
     #[serde(default)]
     pub reclaim_mode: String,
+    /// Local and offloaded memory (FaaSMem / TMO).
+    #[serde(default)]
+    pub offload: OffloadView,
 }
 
 /// What one reclaim of an instance did (POST /icebox/v1/instances/{id}/reclaim).
@@ -86,4 +90,9 @@ pub struct MemoryView {
     pub by_state: BTreeMap<String, StateMemory>,
     pub total: MemoryStats,
     pub max_instances: usize,
+    /// Local memory of all instances: USS plus their share of the offload pool's RAM.
+    #[serde(default)]
+    pub local: u64,
+    #[serde(default)]
+    pub pool: PoolView,
 }

@@ -21,6 +21,10 @@ pub enum EventKind {
     Thawed,
     /// Frozen garbage was reclaimed (Desiccant); detail: bytes freed, CPU time, variant.
     Reclaimed,
+    /// Pages were offloaded to the pool (FaaSMem / TMO); detail: step, bytes, time taken.
+    Offloaded,
+    /// Offloaded pages came back (the instance touched them); detail: bytes.
+    Refaulted,
     Evicted,
 }
 

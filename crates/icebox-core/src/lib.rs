@@ -6,6 +6,7 @@ pub mod api;
 pub mod event;
 pub mod instance;
 pub mod memory;
+pub mod offload;
 pub mod time;
 
 pub use action::{ActionLimits, ActionSpec, Exec, KeyValue, LimitError};
@@ -13,4 +14,5 @@ pub use activation::{ActivationRecord, ActivationResponse, ActivationStatus};
 pub use event::{EventKind, LifecycleEvent};
 pub use instance::{InstanceId, InstanceState};
 pub use memory::{ChargeMode, MemoryStats};
+pub use offload::{OffloadView, PoolView, SegmentView};
 pub use time::now_ms;

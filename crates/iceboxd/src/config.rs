@@ -121,6 +121,42 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_LIBRARY_PAGEOUT", default_value = "keep-cached")]
     pub library_pageout: icebox_policy::LibraryPageout,
 
+    /// Where offloaded memory goes: none, swap (the swap the operator configured) or
+    /// zram:SIZE (iceboxd creates its own compressed-RAM swap device, lz4, highest priority,
+    /// and removes it at exit, or at the next start after a crash; needs root).
+    #[arg(long, env = "ICEBOX_OFFLOAD_POOL", default_value = "none")]
+    pub offload_pool: icebox_mem::PoolSpec,
+
+    /// How idle instances' memory is offloaded to the pool: none, tmo (a small fraction every
+    /// 6 s through the kernel's LRU, backing off under memory pressure) or faasmem (segments,
+    /// hot pool, semi-warm). An action's `icebox.offload` annotation overrides it.
+    #[arg(long, env = "ICEBOX_OFFLOAD", default_value = "none")]
+    pub offload: icebox_policy::OffloadMode,
+
+    /// FaaSMem semi-warm rate once an idle instance has waited past its action's p99 reuse
+    /// interval: off, a percentage of its memory per second (1%/s) or an amount (1MiB/s).
+    #[arg(long, env = "ICEBOX_SEMIWARM", default_value = "1%/s")]
+    pub semiwarm: icebox_policy::SemiWarm,
+
+    /// FaaSMem: how long an idle instance stays fully warm before semi-warm begins while its
+    /// action has too few reuses for a p99 of its own.
+    #[arg(long, env = "ICEBOX_SEMIWARM_START", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub semiwarm_start: Duration,
+
+    /// Node-wide cap on semi-warm offload bandwidth per second (0 = none); every instance
+    /// slows down by the same factor when it binds.
+    #[arg(long, env = "ICEBOX_OFFLOAD_BANDWIDTH", default_value = "0", value_parser = parse_rate)]
+    pub offload_bandwidth: u64,
+
+    /// FaaSMem: pages per probe group (hot/cold detection: one page of each group is
+    /// offloaded and watched; the group follows its probe).
+    #[arg(long, env = "ICEBOX_FAASMEM_GROUP_PAGES", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub faasmem_group_pages: u64,
+
+    /// FaaSMem: least time between two rollbacks of an instance's hot pool.
+    #[arg(long, env = "ICEBOX_FAASMEM_ROLLBACK_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub faasmem_rollback_interval: Duration,
+
     /// Time a client has to send a request's headers; also how long an idle keep-alive
     /// connection stays open (slow or silent clients cannot hold connections forever).
     #[arg(long, env = "ICEBOX_HEADER_TIMEOUT", default_value = "20s", value_parser = humantime::parse_duration)]
@@ -172,6 +208,11 @@ fn parse_prewarm_flag(s: &str) -> Result<PrewarmSpec, String> {
         .collect()
 }
 
+/// A size per second: `100MiB/s` or `100MiB`.
+fn parse_rate(s: &str) -> Result<u64, String> {
+    parse_size(s.trim().trim_end_matches("/s"))
+}
+
 pub fn parse_size(s: &str) -> Result<u64, String> {
     s.trim()
         .parse::<bytesize::ByteSize>()
@@ -180,6 +221,32 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 impl Config {
+    /// Offload settings, checked against each other.
+    pub fn offload_config(&self) -> anyhow::Result<crate::pool::OffloadConfig> {
+        use icebox_policy::OffloadMode;
+        if self.offload != OffloadMode::None
+            && matches!(self.offload_pool, icebox_mem::PoolSpec::None)
+        {
+            anyhow::bail!(
+                "--offload {} needs an offload pool: --offload-pool zram:SIZE (root) or swap",
+                self.offload
+            );
+        }
+        let faasmem = icebox_policy::FaasmemConfig {
+            rollback_interval_ms: self.faasmem_rollback_interval.as_millis() as u64,
+            semiwarm: self.semiwarm,
+            semiwarm_default_ms: self.semiwarm_start.as_millis() as u64,
+            bandwidth_bytes_per_s: self.offload_bandwidth,
+            ..Default::default()
+        };
+        Ok(crate::pool::OffloadConfig {
+            mode: self.offload,
+            faasmem,
+            tmo: icebox_policy::TmoConfig::default(),
+            group_pages: self.faasmem_group_pages,
+        })
+    }
+
     /// The runtimes directory: explicit, else `<exe>/../../runtimes` (target/release in a
     /// checkout), else `./runtimes`.
     pub fn resolve_runtimes_dir(&self) -> PathBuf {

@@ -9,6 +9,7 @@ pub(crate) mod detach;
 pub(crate) mod events;
 pub(crate) mod invoker;
 pub(crate) mod metrics;
+pub(crate) mod offload_metrics;
 pub(crate) mod pool;
 pub(crate) mod recorder;
 pub(crate) mod registry;

@@ -74,6 +74,7 @@ pub struct Metrics {
     pub reclaimed_bytes: Counter,
     pub reclaim_cpu_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
     pub recorder: crate::recorder::RecorderMetrics,
+    pub offload: crate::offload_metrics::OffloadMetrics,
 }
 
 impl Metrics {
@@ -186,9 +187,11 @@ impl Metrics {
             "Failed attempts to write activation records to the registry",
             recorder.write_failures.clone(),
         );
+        let offload = crate::offload_metrics::OffloadMetrics::register(&mut registry);
         Metrics {
             registry,
             recorder,
+            offload,
             reclaims,
             reclaimed_bytes,
             reclaim_cpu_seconds,

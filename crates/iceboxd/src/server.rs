@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 pub async fn run(cfg: Config) -> anyhow::Result<()> {
+    let offload_cfg = cfg.offload_config()?;
     std::fs::create_dir_all(&cfg.state_dir).with_context(|| {
         format!(
             "cannot create the state directory {}",
@@ -79,6 +80,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     desiccant
         .validate()
         .map_err(|e| anyhow::anyhow!("invalid reclaim settings: {e}"))?;
+    let offload_pool = crate::pool::PoolState::open(&cfg.offload_pool, &state_dir)?;
     let events = Arc::new(EventBus::new());
     let connections = Arc::new(crate::serve::ConnectionStats::default());
     let mut metrics = Metrics::new();
@@ -116,6 +118,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
                 .map(|n| n.get())
                 .unwrap_or(1),
             library_pageout: cfg.library_pageout,
+            offload: offload_cfg,
+            offload_pool: Arc::new(offload_pool),
         },
         events.clone(),
         metrics.clone(),

@@ -17,7 +17,12 @@ use tokio_stream::wrappers::BroadcastStream;
 
 pub async fn health(State(state): State<AppState>) -> Json<Health> {
     let backend = state.pool.backend();
-    let reason = state.recorder.degraded();
+    let reason = state.recorder.degraded().or_else(|| {
+        state
+            .pool
+            .offload_pool_error()
+            .map(|e| format!("offload pool: {e}; offloading stopped, instances keep running"))
+    });
     Json(Health {
         status: if reason.is_some() { "degraded" } else { "ok" }.into(),
         reason,

@@ -121,7 +121,16 @@ impl Pool {
     fn claim(self: &Arc<Self>, action: &ActionSpec) -> Result<Option<Place>, ShuttingDown> {
         Ok(match self.slots.claim(action, &self.policy)? {
             Claim::Wait => None,
-            Claim::Warm(instance) => Some(Place::Warm(instance)),
+            Claim::Warm(instance, idle_since) => {
+                if let Some(since) = idle_since {
+                    instance.offload.end_semiwarm();
+                    if instance.offload.mode == icebox_policy::OffloadMode::Faasmem {
+                        let idle = self.clock.now_ms().saturating_sub(since);
+                        self.offload.record_reuse(&instance.fqn, idle);
+                    }
+                }
+                Some(Place::Warm(instance))
+            }
             Claim::Cold { evict } => Some(Place::Cold {
                 reservation: StartReservation {
                     pool: self.clone(),

@@ -4,6 +4,7 @@
 use super::admission::StartReservation;
 use super::env::wants_network;
 use super::instance::{Instance, Measured, Slot};
+use super::offload::{Barrier, OffloadBook};
 use super::{AcquireError, EvictReason, InitError, Lease, Pool, StartError};
 use crate::metrics::KindLabel;
 use icebox_core::{ActionSpec, EventKind, InstanceState};
@@ -108,7 +109,10 @@ impl Pool {
             mode,
             frozen: tokio::sync::Mutex::new(false),
             measured: Mutex::new(Measured::default()),
+            offload: OffloadBook::new(self.offload.mode_of(action)),
+            offload_pool: self.offload.pool.clone(),
         });
+        self.offload_barrier(&instance, Barrier::Runtime).await;
         let ready_memory = instance.measure();
         let origin = prewarmed.then(|| "prewarmed".to_string());
         self.events.emit(
@@ -124,6 +128,7 @@ impl Pool {
         let init_ms = t_init.elapsed().as_millis() as u64;
         match init {
             Ok(()) => {
+                self.offload_barrier(&instance, Barrier::Init).await;
                 let memory = instance.measure();
                 self.events.emit(
                     &id,

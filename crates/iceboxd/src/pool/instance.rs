@@ -20,11 +20,18 @@ pub struct Instance {
     /// freeze it must undo.
     pub frozen: tokio::sync::Mutex<bool>,
     pub measured: Mutex<Measured>,
+    /// FaaSMem / TMO books.
+    pub offload: super::offload::OffloadBook,
+    /// The node's offload pool, for the RAM this instance's swapped pages take in it.
+    pub offload_pool: Arc<super::PoolState>,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct Measured {
     pub memory: MemoryStats,
+    /// USS plus the RAM its swapped pages take in a compressed offload pool: what it costs
+    /// in local memory.
+    pub local: u64,
     pub pids: Vec<u32>,
     /// Wall clock (ms since epoch) of the measurement; 0 = never.
     pub at_ms: u64,
@@ -36,6 +43,7 @@ impl Instance {
         let memory = self.sandbox.memory();
         *self.measured.lock().unwrap() = Measured {
             memory,
+            local: memory.uss + self.offload_pool.local_cost(memory.swap),
             pids,
             at_ms: crate::now_ms(),
         };
@@ -48,6 +56,11 @@ impl Instance {
 
     pub fn measured_memory(&self) -> MemoryStats {
         self.measured.lock().unwrap().memory
+    }
+
+    /// Local memory as of the last measurement (see [`Measured::local`]).
+    pub fn measured_local(&self) -> u64 {
+        self.measured.lock().unwrap().local
     }
 
     /// Thaw if frozen; returns how long the thaw took when one was needed.

@@ -30,6 +30,7 @@ impl Pool {
                 continue;
             }
             let reclaim_wake = self.plan_reclaims(now);
+            self.offload_round(now);
             if Instant::now() >= next_sample {
                 self.sample(round).await;
                 round += 1;

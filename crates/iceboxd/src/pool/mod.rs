@@ -20,6 +20,7 @@ mod env;
 mod error;
 mod instance;
 mod manager;
+mod offload;
 mod prewarm;
 mod reclaim;
 mod slots;
@@ -32,6 +33,8 @@ pub use admission::Ticket;
 pub use control::ControlError;
 pub use error::{AcquireError, AdmitError, InitError, StartError};
 pub use instance::Instance;
+pub use offload::OffloadConfig;
+pub(crate) use offload::PoolState;
 
 use crate::events::EventBus;
 use crate::metrics::{Metrics, ReasonLabel};
@@ -62,6 +65,9 @@ pub struct PoolConfig {
     /// CPU cores reclaims may use when idle.
     pub cores: usize,
     pub library_pageout: icebox_policy::LibraryPageout,
+    pub offload: OffloadConfig,
+    /// The offload pool, opened (its device exists from here on).
+    pub offload_pool: Arc<PoolState>,
 }
 
 /// An instance handed to one activation. Give it back with [`Lease::release`]; a lease
@@ -121,6 +127,7 @@ pub struct Pool {
     queue: Queue,
     stem_cells: StemCells,
     reclaim_books: ReclaimBooks,
+    offload: offload::Offload,
     /// Wakes the manager loop (an instance went idle, the pool changed).
     manager_wake: Notify,
     events: Arc<EventBus>,
@@ -142,8 +149,9 @@ impl Lease {
     pub async fn release(mut self, health: Health) {
         self.given_back = true;
         let pool = self.pool.clone();
-        if let Some(reason) = pool.put_back(&self.instance, health, true) {
-            pool.evict(&self.instance.id, reason).await;
+        match pool.put_back(&self.instance, health, true) {
+            Some(reason) => pool.evict(&self.instance.id, reason).await,
+            None => pool.offload_after_request(&self.instance),
         }
     }
 
@@ -184,6 +192,7 @@ impl Pool {
             queue: Queue::new(cfg.queue_size),
             stem_cells: StemCells::default(),
             reclaim_books: ReclaimBooks::new(&cfg.desiccant),
+            offload: offload::Offload::new(cfg.offload.clone(), cfg.offload_pool.clone()),
             cfg,
             manager_wake: Notify::new(),
             events,
@@ -319,5 +328,7 @@ impl Pool {
         }
         futures::future::join_all(ids.iter().map(|id| self.evict(id, EvictReason::Shutdown))).await;
         self.backend.shutdown().await;
+        // After the instances: swapoff then has (almost) nothing to bring back.
+        self.offload.pool.close();
     }
 }

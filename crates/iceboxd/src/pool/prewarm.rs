@@ -108,6 +108,12 @@ impl StemCells {
                 measured_at_ms: c.measured_at_ms,
                 reclaimable: None,
                 reclaim_mode: mode.as_str().to_string(),
+                // Stem cells are never offloaded: they must start fast.
+                offload: icebox_core::OffloadView {
+                    mode: "none".into(),
+                    local_bytes: c.memory.uss,
+                    ..Default::default()
+                },
             })
             .collect()
     }

@@ -24,8 +24,9 @@ struct Table {
 
 /// What the books decided for one invocation.
 pub(super) enum Claim {
-    /// This warm instance now counts the invocation as running on it.
-    Warm(Arc<Instance>),
+    /// This warm instance now counts the invocation as running on it; `idle_since`: it was
+    /// taken from the keep-alive pool, idle since then (policy clock).
+    Warm(Arc<Instance>, Option<Millis>),
     /// A place under max_instances is reserved (`starting`); evict these first.
     Cold { evict: Vec<String> },
     /// No capacity now.
@@ -52,10 +53,15 @@ impl Slots {
 
     /// What an idle instance is charged against the budget.
     pub fn charge_of(&self, slot: &Slot) -> u64 {
-        self.charge.charge(
-            &slot.instance.measured_memory(),
-            slot.instance.action.limits.memory_bytes(),
-        )
+        match self.charge {
+            // Offloaded memory is room for more warm instances, but a compressed pool's own
+            // RAM is not: charge local memory.
+            ChargeMode::Uss => slot.instance.measured_local(),
+            mode => mode.charge(
+                &slot.instance.measured_memory(),
+                slot.instance.action.limits.memory_bytes(),
+            ),
+        }
     }
 
     /// The keep-alive pool (idle and frozen) as the policy sees it.
@@ -120,11 +126,12 @@ impl Slots {
         });
         if let Some(id) = chosen {
             let slot = t.slots.get_mut(&id).expect("chosen from the map");
+            let idle_since = slot.state.is_kept_alive().then_some(slot.idle_since);
             slot.state = InstanceState::Running;
             slot.in_flight += 1;
             slot.frozen_since = None;
             slot.reclaimed_since_last_run = false;
-            return Ok(Claim::Warm(slot.instance.clone()));
+            return Ok(Claim::Warm(slot.instance.clone(), idle_since));
         }
         let pool = self.entries(&t);
         let running = t.slots.len() - pool.len() + t.starting;

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 use icebox_core::{ActionLimits, ActionSpec, Exec, InstanceState, MemoryStats};
-use icebox_policy::{KeepAliveConfig, LibraryPageout, ManualClock, ReclaimMode};
+use icebox_policy::{KeepAliveConfig, LibraryPageout, ManualClock, OffloadMode, ReclaimMode};
 use icebox_sandbox::{
     ExitCause, InstanceSpec, LogCollector, RuntimeClient, RuntimeManifest, Runtimes, Sandbox,
     SandboxError,
@@ -223,6 +223,13 @@ impl Harness {
                 desiccant: Default::default(),
                 cores: 1,
                 library_pageout: LibraryPageout::Off,
+                offload: OffloadConfig {
+                    mode: OffloadMode::None,
+                    faasmem: Default::default(),
+                    tmo: Default::default(),
+                    group_pages: 16,
+                },
+                offload_pool: Arc::new(PoolState::none()),
             },
             Arc::new(EventBus::new()),
             Arc::new(Metrics::new()),

@@ -32,6 +32,10 @@ impl Pool {
             measured_at_ms: measured.at_ms,
             reclaimable: self.reclaimable_of(s),
             reclaim_mode: s.instance.mode.as_str().to_string(),
+            offload: s
+                .instance
+                .offload
+                .view(measured.local, measured.memory.swap),
         }
     }
 
@@ -82,6 +86,7 @@ impl Pool {
             .collect();
         let mut total = MemoryStats::default();
         let mut charged = 0;
+        let mut local = 0;
         for slot in &self.slots.snapshot() {
             let mem = slot.instance.measured_memory();
             let entry = by_state
@@ -93,6 +98,7 @@ impl Pool {
             entry.instances += 1;
             entry.memory.add(&mem);
             total.add(&mem);
+            local += slot.instance.measured_local();
             if slot.state.is_kept_alive() {
                 charged += self.slots.charge_of(slot);
             }
@@ -107,6 +113,7 @@ impl Pool {
             entry.instances += 1;
             entry.memory.add(&cell.memory);
             total.add(&cell.memory);
+            local += cell.offload.local_bytes;
         }
         MemoryView {
             budget: self.policy.config().budget_bytes,
@@ -115,7 +122,14 @@ impl Pool {
             by_state,
             total,
             max_instances: self.policy.config().max_instances,
+            local,
+            pool: self.offload.pool.view(),
         }
+    }
+
+    /// Why the offload pool is unusable, if it is.
+    pub fn offload_pool_error(&self) -> Option<String> {
+        self.offload.pool.error()
     }
 
     pub fn instance_count(&self) -> usize {

@@ -1,0 +1,80 @@
+//! The TMO baseline (Weiner et al., ASPLOS'22, as FaaSMem compares against it): every period
+//! each kept-alive instance gives a small fraction of its memory to the kernel's own LRU
+//! reclaim (the cgroup's proactive reclaim), slowing down when the node shows memory
+//! pressure. No segments, no semi-warm: the kernel chooses the pages.
+
+use crate::pool::Pool;
+use icebox_core::InstanceState;
+use icebox_policy::{Millis, OffloadMode};
+use std::sync::Arc;
+
+impl Pool {
+    pub(in crate::pool) fn tmo_round(self: &Arc<Self>, now: Millis) {
+        let pressure = icebox_mem::memory_pressure().ok().map(|p| p.some.avg10);
+        for slot in self.slots.snapshot() {
+            let instance = slot.instance.clone();
+            // Frozen only: on cgroup v1 the reclaim briefly lowers the memory limit, which an
+            // instance allocating at that moment could hit.
+            if instance.offload.mode != OffloadMode::Tmo || slot.state != InstanceState::Frozen {
+                continue;
+            }
+            let bytes = {
+                let Ok(mut state) = instance.offload.state.try_lock() else {
+                    continue;
+                };
+                let size = instance.measured_memory().uss;
+                state
+                    .tmo
+                    .tick(&self.offload.cfg.tmo, now, pressure.unwrap_or(0.0), size)
+            };
+            if bytes == 0 {
+                continue;
+            }
+            if let Err(reason) = self.offload.pool.room_for(bytes) {
+                self.skip(reason);
+                continue;
+            }
+            let pool = self.clone();
+            tokio::spawn(async move {
+                // Held through the reclaim, so no request thaws the instance meanwhile.
+                let frozen = instance.frozen.lock().await;
+                if !*frozen {
+                    return;
+                }
+                let inst = instance.clone();
+                let t = std::time::Instant::now();
+                let result =
+                    tokio::task::spawn_blocking(move || inst.sandbox.reclaim_memory(bytes)).await;
+                drop(frozen);
+                match result {
+                    Ok(Ok(freed)) => pool.note_step(
+                        &instance,
+                        "tmo",
+                        &icebox_mem::OffloadReport {
+                            advised_bytes: bytes,
+                            offloaded_bytes: freed,
+                            took: t.elapsed(),
+                        },
+                    ),
+                    Ok(Err(e)) => {
+                        tracing::debug!(instance = %instance.id, "TMO reclaim failed: {e}")
+                    }
+                    Err(_) => {}
+                }
+            });
+        }
+    }
+
+    /// Semi-warm and TMO, from the manager loop: at most once a second.
+    pub(in crate::pool) fn offload_round(self: &Arc<Self>, now: Millis) {
+        if !self.offload.pool.present() {
+            return;
+        }
+        let Some(elapsed) = self.offload.round_due(now) else {
+            return;
+        };
+        self.offload.pool.refresh(Some(&self.metrics.offload));
+        self.semiwarm_round(now, elapsed);
+        self.tmo_round(now);
+    }
+}
