@@ -21,7 +21,9 @@ mod testswap;
 pub use accounting::measure_pids;
 pub use candidates::{candidate_mappings, pageout_candidates};
 pub use mappings::{file_mappings, mapped_files, parse_mapped_files, parse_smaps, FileMapping};
-pub use offload_pool::{memory_pressure, OffloadPool, PoolSpec, PoolStats, PressureLine, Psi};
+pub use offload_pool::{
+    memory_pressure, pages_swapped_in, OffloadPool, PoolSpec, PoolStats, PressureLine, Psi,
+};
 pub use pagemap::{anon_pages, anon_pages_in, AnonPages};
 pub use pageout::{pageout, PageoutReport};
 pub use pageset::{PageSet, PAGE_SIZE};

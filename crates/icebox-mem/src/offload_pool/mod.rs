@@ -7,6 +7,7 @@ mod psi;
 mod spec;
 mod stats;
 mod swaps;
+mod vmstat;
 mod zram;
 
 #[cfg(test)]
@@ -15,6 +16,7 @@ mod tests;
 pub use psi::{memory_pressure, PressureLine, Psi};
 pub use spec::PoolSpec;
 pub use stats::PoolStats;
+pub use vmstat::pages_swapped_in;
 
 use stats::{zram_mm_stat, MmStat};
 use std::io;

@@ -43,6 +43,8 @@ pub(crate) struct Offload {
     reuse: Mutex<HashMap<String, ReuseHistory>>,
     /// Policy clock of the last semi-warm / TMO tick.
     last_tick: Mutex<Option<Millis>>,
+    /// /proc/vmstat pswpin at the last TMO round (its refault signal without PSI).
+    swap_ins: AtomicU64,
 }
 
 impl Offload {
@@ -52,6 +54,7 @@ impl Offload {
             pool,
             reuse: Mutex::new(HashMap::new()),
             last_tick: Mutex::new(None),
+            swap_ins: AtomicU64::new(icebox_mem::pages_swapped_in().unwrap_or(0)),
         }
     }
 

@@ -5,12 +5,13 @@
 
 use crate::pool::Pool;
 use icebox_core::InstanceState;
-use icebox_policy::{Millis, OffloadMode};
+use icebox_policy::{Millis, OffloadMode, Pressure};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl Pool {
     pub(in crate::pool) fn tmo_round(self: &Arc<Self>, now: Millis) {
-        let pressure = icebox_mem::memory_pressure().ok().map(|p| p.some.avg10);
+        let pressure = self.tmo_pressure();
         for slot in self.slots.snapshot() {
             let instance = slot.instance.clone();
             // Frozen only: on cgroup v1 the reclaim briefly lowers the memory limit, which an
@@ -23,9 +24,7 @@ impl Pool {
                     continue;
                 };
                 let size = instance.measured_memory().uss;
-                state
-                    .tmo
-                    .tick(&self.offload.cfg.tmo, now, pressure.unwrap_or(0.0), size)
+                state.tmo.tick(&self.offload.cfg.tmo, now, pressure, size)
             };
             if bytes == 0 {
                 continue;
@@ -62,6 +61,20 @@ impl Pool {
                     Err(_) => {}
                 }
             });
+        }
+    }
+
+    /// Memory PSI of the node; where the kernel has no PSI, the bytes swapped in since the
+    /// last round against the bytes the pool holds (TMO's refault signal).
+    fn tmo_pressure(&self) -> Pressure {
+        if let Ok(psi) = icebox_mem::memory_pressure() {
+            return Pressure::Psi(psi.some.avg10);
+        }
+        let pages = icebox_mem::pages_swapped_in().unwrap_or(0);
+        let before = self.offload.swap_ins.swap(pages, Ordering::Relaxed);
+        Pressure::Refaults {
+            refaulted_bytes: pages.saturating_sub(before) * icebox_mem::PAGE_SIZE,
+            offloaded_bytes: self.offload.pool.view().stored_bytes,
         }
     }
 
