@@ -5,6 +5,7 @@ markdown. Exit status 0 only if the daemon never failed and nothing was left beh
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from ..soak.report import render
@@ -27,12 +28,16 @@ def add_parser(subparsers) -> None:
                    help="a request without an answer by then counts as a daemon failure (default 30)")
     p.add_argument("--max-requests", type=int, default=1_000_000, help="stop the load after this many (default 1e6)")
     p.add_argument("--seed", type=int, default=1, help="random seed of the action mix and the kills (default 1)")
+    p.add_argument("--daemon-args", default="", metavar="FLAGS",
+                   help="more iceboxd flags, quoted (e.g. '--offload-pool zram:1GiB --offload faasmem'); "
+                        "default: none")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
     cfg = SoakConfig(clients=args.clients, duration_s=args.duration, kill_interval_s=args.kill_interval,
-                     request_timeout_s=args.request_timeout, max_requests=args.max_requests, seed=args.seed)
+                     request_timeout_s=args.request_timeout, max_requests=args.max_requests, seed=args.seed,
+                     daemon_args=shlex.split(args.daemon_args))
     cfg.validate()
     result, interrupted = run(cfg, args.out, log)
     result["command"] = command_line()

@@ -56,6 +56,7 @@ def analyse_run(path: Path, functions: list[str]) -> dict:
     run = load_run(path)
     start, end = run_window(run)
     series = LocalSeries(run.memory, functions)
+    remote_view = LocalSeries(run.memory, functions, measure="uss")
     if run.config.get("mode") != "none":  # without offloading, USS is the local memory anyway
         series.check()
     metrics = compute(run)
@@ -77,6 +78,7 @@ def analyse_run(path: Path, functions: list[str]) -> dict:
             "cold_start_share": _round(f.cold_start_rate if f else None, 4),
             "local_mean_mib": _mib(series.mean(name, start / 1000.0, end / 1000.0)),
             "local_peak_mib": _mib(series.peak(name, start / 1000.0, end / 1000.0)),
+            "uss_mean_mib": _mib(remote_view.mean(name, start / 1000.0, end / 1000.0)),
             "offloaded_mib": _mib(offloaded), "refaulted_mib": _mib(refaulted),
             "offloaded_events_mib": _mib(ev.get("offloaded_bytes", 0)),
             "offloaded_instances_mib": _mib(inst.get("offloaded_bytes", 0)),
@@ -91,6 +93,7 @@ def analyse_run(path: Path, functions: list[str]) -> dict:
             "latency_ms": {"p95": _round(percentile(ok, 95), 1) if ok else None},
             "cold_start_share": _round(metrics.cold_start_rate, 4),
             "local_mean_mib": _mib(series.total_mean(start / 1000.0, end / 1000.0)),
+            "uss_mean_mib": _mib(remote_view.total_mean(start / 1000.0, end / 1000.0)),
             "offloaded_mib": _mib(node["offloaded_bytes"]), "refaulted_mib": _mib(node["refaulted_bytes"]),
             "offloaded_by_step_mib": {k: _mib(v) for k, v in node["offloaded_by_step"].items()},
             "pool": {k: (_mib(v) if k.endswith("_mean") else v)
@@ -126,9 +129,12 @@ def compare(load_runs: dict[str, dict]) -> dict[str, dict]:
     for name in names:
         rows = {m: _rows(e).get(name, {}) for m, e in load_runs.items()}
         local = {m: r.get("local_mean_mib") for m, r in rows.items()}
+        uss = {m: r.get("uss_mean_mib") for m, r in rows.items()}
         p95 = {m: (r.get("latency_ms") or {}).get("p95") for m, r in rows.items()}
         out[name] = {
             "local_normalised": normalise(local, {m: local.get("none") for m in local}) if none else {},
+            # The pool's RAM left out: local memory as the paper measured it (a remote pool).
+            "uss_normalised": normalise(uss, {m: uss.get("none") for m in uss}) if none else {},
             "p95_vs_none": {m: _ratio(p95[m], p95.get("none")) for m in p95} if none else {},
             "faasmem_p95_vs_tmo": _ratio(p95.get("faasmem"), p95.get("tmo")) if tmo and faasmem else None,
             "offload_faasmem_over_tmo": (_ratio(rows["faasmem"].get("offloaded_mib"), rows["tmo"].get("offloaded_mib"))
@@ -142,11 +148,14 @@ def targets(load: str, comparison: dict[str, dict], load_runs: dict[str, dict]) 
     for name, c in comparison.items():
         norm = c["local_normalised"].get("faasmem")
         p95 = c["p95_vs_none"].get("faasmem")
+        remote = (c.get("uss_normalised") or {}).get("faasmem")
         if norm is not None or p95 is not None:
             rows.append({"load": load, "function": name,
                          "target": f"faasmem local memory >= {TARGET_MEMORY_REDUCTION:.0%} below none, "
                                    f"p95 within +{TARGET_P95_SLACK:.0%}",
-                         "value": {"reduction": None if norm is None else round(1 - norm, 4), "p95_vs_none": p95},
+                         "value": {"reduction": None if norm is None else round(1 - norm, 4),
+                                   "reduction_pool_remote": None if remote is None else round(1 - remote, 4),
+                                   "p95_vs_none": p95},
                          "met": norm is not None and p95 is not None and 1 - norm >= TARGET_MEMORY_REDUCTION
                          and p95 <= 1 + TARGET_P95_SLACK})
         if "tmo" in load_runs and "faasmem" in load_runs:

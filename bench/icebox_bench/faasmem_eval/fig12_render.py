@@ -33,6 +33,9 @@ def load_table(load: str, summary: dict) -> str:
             e = entries[m]
             cells.append(f"{fmt(e.get('local_mean_mib'))} ({fmt(c['local_normalised'].get(m), 2)})")
         for m in modes:
+            e = entries[m]
+            cells.append(f"{fmt(e.get('uss_mean_mib'))} ({fmt((c.get('uss_normalised') or {}).get(m), 2)})")
+        for m in modes:
             cells.append(fmt((entries[m].get("latency_ms") or {}).get("p95")))
         for m in modes:
             cells.append(pct(entries[m].get("cold_start_share")))
@@ -40,7 +43,8 @@ def load_table(load: str, summary: dict) -> str:
             e = entries[m]
             cells.append(f"{fmt(e.get('offloaded_mib'))} / {fmt(e.get('refaulted_mib'))}")
         rows.append(cells)
-    header = (["function"] + [f"local MiB ({m}, ×none)" for m in modes] + [f"p95 ms ({m})" for m in modes]
+    header = (["function"] + [f"local MiB ({m}, ×none)" for m in modes]
+              + [f"pool remote: USS MiB ({m}, ×none)" for m in modes] + [f"p95 ms ({m})" for m in modes]
               + [f"cold ({m})" for m in modes] + [f"offloaded / refaulted MiB ({m})" for m in modes])
     return markdown_table(header, rows)
 
@@ -118,7 +122,9 @@ def render(out: Path, summary: dict) -> list[Path]:
         f"(mapping.json); replayed at speed ×{c['speed']:g}, keep-alive {c['keep_alive_s']:g} s, "
         f"then {c['tail_s']:g} s of tail measured. One iceboxd per run: {' '.join(c['daemon_args'])}.", "",
         "Local memory: the function's instances' `offload.local_bytes`, time-averaged over the run (MiB; "
-        "×none in brackets). p95: client-side, every successful invocation, cold starts included. "
+        "×none in brackets): USS plus the zram pool's RAM for its swapped pages, this node's truth. "
+        "Pool remote: USS alone, local memory as FaaSMem measured it with the pool in another machine. "
+        "p95: client-side, every successful invocation, cold starts included. "
         "Offloaded / refaulted: what icebox moved (events or instance counters; the node row: Prometheus).", "",
     ]
     fallback = [f"{load}-{mode} ({e['fallback_rows']})" for load, r in summary["runs"].items()

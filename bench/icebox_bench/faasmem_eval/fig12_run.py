@@ -21,6 +21,9 @@ PAPER_KEEP_ALIVE_S = 600.0
 # iceboxd's semi-warm start for an action with too few reuses of its own (--semiwarm-start):
 # a time of the trace, so it shrinks with the replay like the keep-alive does.
 SEMIWARM_START_S = 60.0
+# iceboxd's default semi-warm rate (the paper's 1 %/s), sped up with the replay so a semi-warm
+# instance gives up the same share of its memory per unit of trace time.
+SEMIWARM_PERCENT_PER_S = 1.0
 
 
 def scaled_keep_alive_s(speed: float) -> float:
@@ -50,8 +53,11 @@ class Plan:
         return schedule_mod.build(self.trace.invocations, self.loads[load]["mapping"], timeline)
 
     def flags(self, mode: str) -> list[str]:
-        return ["--offload-pool", self.pool, "--offload", mode, "--keep-alive", f"{self.keep_alive_s:g}s",
-                "--semiwarm-start", f"{SEMIWARM_START_S / self.speed:g}s", *self.daemon_args]
+        scaled = ["--offload-pool", self.pool, "--offload", mode, "--keep-alive", f"{self.keep_alive_s:g}s",
+                  "--semiwarm-start", f"{SEMIWARM_START_S / self.speed:g}s"]
+        if "--semiwarm" not in self.daemon_args:
+            scaled += ["--semiwarm", f"{SEMIWARM_PERCENT_PER_S * self.speed:g}%/s"]
+        return [*scaled, *self.daemon_args]
 
     def used(self, load: str) -> list[FunctionSpec]:
         names = set(self.loads[load]["mapping"].values())

@@ -34,9 +34,15 @@ def local_bytes(row: dict) -> int | None:
 
 
 class LocalSeries:
-    """Per function: sample times (s) and summed local bytes; one entry per memory sample."""
+    """Per function: sample times (s) and summed local bytes; one entry per memory sample.
 
-    def __init__(self, samples: list[dict], functions: list[str]):
+    `measure` "local" is `offload.local_bytes` (USS plus the pool's RAM for the swapped pages:
+    this node's truth with a zram pool); "uss" leaves the pool's RAM out, which is local memory
+    as FaaSMem measured it, with the pool in another machine (RDMA)."""
+
+    def __init__(self, samples: list[dict], functions: list[str], measure: str = "local"):
+        if measure not in ("local", "uss"):
+            raise ValueError(f"unknown measure {measure!r}")
         self.functions = list(functions)
         self.times: list[float] = []
         self.bytes: dict[str, list[int]] = {f: [] for f in functions}
@@ -53,7 +59,7 @@ class LocalSeries:
                 if name not in wanted:
                     continue
                 self.rows += 1
-                local = local_bytes(row)
+                local = local_bytes(row) if measure == "local" else int(row.get("uss") or 0)
                 if local is None:
                     self.fallback_rows += 1
                     local = int(row.get("uss") or 0)

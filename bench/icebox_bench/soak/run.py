@@ -39,6 +39,8 @@ class SoakConfig:
     max_requests: int = 1_000_000
     sample_period_s: float = 0.5
     seed: int = 1
+    # More iceboxd flags (the soak runs the defaults unless given).
+    daemon_args: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
         if not 1 <= self.clients <= 1000:
@@ -229,7 +231,7 @@ def run(cfg: SoakConfig, out_dir: Path, log) -> tuple[dict, bool]:
     state = SoakState()
     interrupted = False
     error = None
-    daemon = Daemon([], log_path=out_dir / "iceboxd.log")
+    daemon = Daemon(list(cfg.daemon_args), log_path=out_dir / "iceboxd.log")
     started = time.time()
     try:
         daemon.start()
@@ -249,7 +251,8 @@ def run(cfg: SoakConfig, out_dir: Path, log) -> tuple[dict, bool]:
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "config": {"clients": cfg.clients, "duration_s": cfg.duration_s, "kill_interval_s": cfg.kill_interval_s,
                    "request_timeout_s": cfg.request_timeout_s, "max_requests": cfg.max_requests, "seed": cfg.seed,
-                   "daemon_flags": "defaults (--listen 127.0.0.1:<free port>, --state-dir <temp dir>, --auth, --runtimes-dir)",
+                   "daemon_flags": " ".join(cfg.daemon_args) or "defaults",
+                   "daemon_launch": "--listen 127.0.0.1:<free port>, --state-dir <temp dir>, --auth, --runtimes-dir",
                    "actions": [{"name": a.name, "kind": a.kind, "source": a.source, "weight": a.weight, "params": a.params}
                                for a in SOAK_ACTIONS]},
         "daemon": {"isolation": daemon.health.get("isolation"), "cgroup": daemon.health.get("cgroup"),

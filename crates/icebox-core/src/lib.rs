@@ -7,6 +7,7 @@ pub mod event;
 pub mod instance;
 pub mod memory;
 pub mod offload;
+pub mod proc_text;
 pub mod time;
 
 pub use action::{ActionLimits, ActionSpec, Exec, KeyValue, LimitError};

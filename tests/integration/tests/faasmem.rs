@@ -8,7 +8,7 @@
 
 use icebox_integration::{wait_for, Daemon, StateDir};
 use serde_json::{json, Value};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -47,6 +47,36 @@ fn zram_usable() -> bool {
         eprintln!("skipped: needs root and the zram module (/sys/class/zram-control)");
     }
     ok
+}
+
+/// One test's daemon (with these more flags) and the serial lock for the test's whole run;
+/// None, after saying so, without root and zram.
+struct Node {
+    _serial: MutexGuard<'static, ()>,
+    state: StateDir,
+    d: Daemon,
+}
+
+fn node(extra: &[&str]) -> Option<Node> {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !zram_usable() {
+        return None;
+    }
+    let state = StateDir::new();
+    let d = start(&state, extra);
+    Some(Node {
+        _serial: serial,
+        state,
+        d,
+    })
+}
+
+/// A node with the test action deployed as `name` and invoked once: and the instance.
+fn node_with_instance(extra: &[&str], name: &str) -> Option<(Node, String)> {
+    let n = node(extra)?;
+    deploy(&n.d, name);
+    let instance = invoke_ok(&n.d, name);
+    Some((n, instance))
 }
 
 fn start(state: &StateDir, extra: &[&str]) -> Daemon {
@@ -107,13 +137,7 @@ fn device_exists(device: &str) -> bool {
 
 #[test]
 fn faasmem_offloads_the_runtime_and_cold_init_pages_and_keeps_the_hot_ones() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !zram_usable() {
-        return;
-    }
-    let state = StateDir::new();
-    let d = start(
-        &state,
+    let Some((Node { _serial, state, d }, instance)) = node_with_instance(
         &[
             "--offload-pool",
             "zram:512MiB",
@@ -122,9 +146,10 @@ fn faasmem_offloads_the_runtime_and_cold_init_pages_and_keeps_the_hot_ones() {
             "--semiwarm",
             "off",
         ],
-    );
-    deploy(&d, "segments");
-    let instance = invoke_ok(&d, "segments");
+        "segments",
+    ) else {
+        return;
+    };
     let device = pool_device(&d);
     assert!(swapped_on(&device), "{device} is not swapped on");
     // Enough requests for the init window of a stable access pattern to close.
@@ -188,13 +213,14 @@ fn faasmem_offloads_the_runtime_and_cold_init_pages_and_keeps_the_hot_ones() {
 
 #[test]
 fn semiwarm_offloads_an_idle_instance_gradually_and_the_next_request_ends_it() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !zram_usable() {
-        return;
-    }
-    let state = StateDir::new();
-    let d = start(
-        &state,
+    let Some((
+        Node {
+            _serial,
+            state: _state,
+            d,
+        },
+        instance,
+    )) = node_with_instance(
         &[
             "--offload-pool",
             "zram:512MiB",
@@ -205,9 +231,11 @@ fn semiwarm_offloads_an_idle_instance_gradually_and_the_next_request_ends_it() {
             "--semiwarm-start",
             "1s",
         ],
-    );
-    deploy(&d, "sleepy");
-    let instance = invoke_ok(&d, "sleepy");
+        "sleepy",
+    )
+    else {
+        return;
+    };
     let before = d.instance(&instance).unwrap()["memory"]["uss"]
         .as_u64()
         .unwrap();
@@ -219,6 +247,9 @@ fn semiwarm_offloads_an_idle_instance_gradually_and_the_next_request_ends_it() {
         o["local_bytes"].as_u64().unwrap() < before,
         "local memory did not drop: {o}"
     );
+    // Offloaded while frozen: nothing thawed it.
+    assert_eq!(d.instance(&instance).unwrap()["state"], "frozen");
+    assert!(!d.events_of(&instance).iter().any(|e| e["kind"] == "thawed"));
     assert_eq!(invoke_ok(&d, "sleepy"), instance);
     assert_eq!(offload_of(&d, &instance)["semiwarm"], json!(false));
     d.stop();
@@ -226,17 +257,20 @@ fn semiwarm_offloads_an_idle_instance_gradually_and_the_next_request_ends_it() {
 
 #[test]
 fn tmo_reclaims_a_small_fraction_through_the_kernel() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !zram_usable() {
-        return;
-    }
-    let state = StateDir::new();
-    let d = start(
-        &state,
+    let Some((
+        Node {
+            _serial,
+            state: _state,
+            d,
+        },
+        instance,
+    )) = node_with_instance(
         &["--offload-pool", "zram:256MiB", "--offload", "tmo"],
-    );
-    deploy(&d, "slow");
-    let instance = invoke_ok(&d, "slow");
+        "slow",
+    )
+    else {
+        return;
+    };
     assert_eq!(offload_of(&d, &instance)["mode"], "tmo");
     // TMO acts every 6 s.
     wait_for("a TMO step", Duration::from_secs(30), || {
@@ -251,13 +285,14 @@ fn tmo_reclaims_a_small_fraction_through_the_kernel() {
 
 #[test]
 fn a_full_pool_stops_offloading_and_nothing_is_killed() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !zram_usable() {
-        return;
-    }
-    let state = StateDir::new();
-    let d = start(
-        &state,
+    let Some((
+        Node {
+            _serial,
+            state: _state,
+            d,
+        },
+        instance,
+    )) = node_with_instance(
         &[
             "--offload-pool",
             "zram:8MiB",
@@ -268,9 +303,11 @@ fn a_full_pool_stops_offloading_and_nothing_is_killed() {
             "--semiwarm-start",
             "1s",
         ],
-    );
-    deploy(&d, "crowded");
-    let instance = invoke_ok(&d, "crowded");
+        "crowded",
+    )
+    else {
+        return;
+    };
     for _ in 0..4 {
         assert_eq!(invoke_ok(&d, "crowded"), instance);
     }
@@ -296,17 +333,20 @@ fn a_full_pool_stops_offloading_and_nothing_is_killed() {
 
 #[test]
 fn a_pool_swapped_off_under_load_degrades_health_and_instances_keep_running() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !zram_usable() {
-        return;
-    }
-    let state = StateDir::new();
-    let d = start(
-        &state,
+    let Some((
+        Node {
+            _serial,
+            state: _state,
+            d,
+        },
+        instance,
+    )) = node_with_instance(
         &["--offload-pool", "zram:256MiB", "--offload", "faasmem"],
-    );
-    deploy(&d, "orphaned");
-    let instance = invoke_ok(&d, "orphaned");
+        "orphaned",
+    )
+    else {
+        return;
+    };
     let device = pool_device(&d);
     let status = std::process::Command::new("swapoff")
         .arg(&device)
@@ -330,12 +370,9 @@ fn a_pool_swapped_off_under_load_degrades_health_and_instances_keep_running() {
 
 #[test]
 fn the_next_start_removes_the_zram_device_a_crashed_daemon_left() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !zram_usable() {
+    let Some(Node { _serial, state, d }) = node(&["--offload-pool", "zram:128MiB"]) else {
         return;
-    }
-    let state = StateDir::new();
-    let d = start(&state, &["--offload-pool", "zram:128MiB"]);
+    };
     let device = pool_device(&d);
     d.kill9();
     assert!(
@@ -357,15 +394,14 @@ fn the_next_start_removes_the_zram_device_a_crashed_daemon_left() {
 
 #[test]
 fn an_instance_evicted_while_it_is_offloaded_leaves_nothing_behind() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !zram_usable() {
+    let Some(Node {
+        _serial,
+        state: _state,
+        d,
+    }) = node(&["--offload-pool", "zram:256MiB", "--offload", "faasmem"])
+    else {
         return;
-    }
-    let state = StateDir::new();
-    let d = start(
-        &state,
-        &["--offload-pool", "zram:256MiB", "--offload", "faasmem"],
-    );
+    };
     deploy(&d, "doomed");
     for _ in 0..3 {
         invoke_ok(&d, "doomed");

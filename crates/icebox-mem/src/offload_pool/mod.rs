@@ -135,6 +135,7 @@ impl OffloadPool {
                     capacity_bytes: areas.iter().map(|a| a.size_bytes).sum(),
                     stored_bytes: areas.iter().map(|a| a.used_bytes).sum(),
                     memory_bytes: mm.mem_used_total,
+                    compressed_bytes: mm.compr_data_size,
                     compression_ratio: mm.compression_ratio(),
                 }
             }
@@ -147,10 +148,21 @@ impl OffloadPool {
                     capacity_bytes: area.map_or(0, |a| a.size_bytes),
                     stored_bytes: area.map_or(0, |a| a.used_bytes),
                     memory_bytes: mm.mem_used_total,
+                    compressed_bytes: mm.compr_data_size,
                     compression_ratio: mm.compression_ratio(),
                     device: Some(dev),
                 }
             }
+        }
+    }
+
+    /// Compacts icebox's zram device: pages freed in it (instances that exited, pages that came
+    /// back) leave its allocator's pages partly empty, RAM counted as local memory until
+    /// compacted. Nothing to do for the operator's swap.
+    pub fn compact(&self) -> io::Result<()> {
+        match &self.kind {
+            Kind::Zram { zram, .. } => zram.compact(),
+            _ => Ok(()),
         }
     }
 

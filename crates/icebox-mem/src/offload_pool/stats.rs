@@ -14,6 +14,9 @@ pub struct PoolStats {
     pub stored_bytes: u64,
     /// RAM the pool itself uses: zram's mem_used_total (0 for disk swap).
     pub memory_bytes: u64,
+    /// zram's compr_data_size: what the stored pages compress to. `memory_bytes` above it is
+    /// the allocator's fragmentation, which compaction gives back.
+    pub compressed_bytes: u64,
     /// orig_data_size / compr_data_size of the zram devices; 0 when nothing is compressed.
     pub compression_ratio: f64,
 }
@@ -107,6 +110,7 @@ mod tests {
             capacity_bytes: 64 << 20,
             stored_bytes: 8 << 20,
             memory_bytes: 2 << 20,
+            compressed_bytes: 2 << 20,
             compression_ratio: 4.0,
         };
         assert_eq!(zram.local_cost(4 << 20), 1 << 20);

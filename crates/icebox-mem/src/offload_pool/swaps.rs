@@ -1,5 +1,6 @@
 //! /proc/swaps: the swap areas the kernel uses.
 
+use icebox_core::proc_text::unescape_octal;
 use std::io;
 
 /// One line of /proc/swaps.
@@ -28,7 +29,7 @@ pub(crate) fn parse_swaps(text: &str) -> Vec<SwapArea> {
                 return None;
             };
             Some(SwapArea {
-                path: unescape(path),
+                path: unescape_octal(path),
                 kind: kind.to_string(),
                 size_bytes: size.parse::<u64>().ok()? * 1024,
                 used_bytes: used.parse::<u64>().ok()? * 1024,
@@ -36,32 +37,6 @@ pub(crate) fn parse_swaps(text: &str) -> Vec<SwapArea> {
             })
         })
         .collect()
-}
-
-/// The kernel writes spaces, tabs, newlines and backslashes of a path as `\ooo` octal.
-fn unescape(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match octal {
-            Some(d) => {
-                out.push(
-                    d.iter()
-                        .fold(0u8, |acc, c| acc.wrapping_mul(8) + (c - b'0')),
-                );
-                i += 4;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -102,12 +77,5 @@ mod tests {
         assert!(parse_swaps("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n").is_empty());
         assert!(parse_swaps("").is_empty());
         assert!(parse_swaps("header\n/dev/x partition lots 0 1\n").is_empty());
-    }
-
-    #[test]
-    fn unescape_leaves_plain_backslashes() {
-        assert_eq!(unescape(r"a\134b"), r"a\b");
-        assert_eq!(unescape(r"a\9"), r"a\9");
-        assert_eq!(unescape(r"end\"), r"end\");
     }
 }

@@ -48,6 +48,10 @@ impl Zram {
         PathBuf::from(format!("/sys/block/zram{}/{file}", self.id))
     }
 
+    pub fn compact(&self) -> io::Result<()> {
+        self.write("compact", "1", "compact")
+    }
+
     pub fn exists(&self) -> bool {
         self.sys("disksize").exists()
     }

@@ -2,6 +2,7 @@
 //! v1/hybrid one, and /proc/self/mountinfo says where each v1 controller is mounted (`cpu`
 //! may be its own hierarchy or co-mounted as `cpu,cpuacct`).
 
+use icebox_core::proc_text::unescape_octal;
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -31,38 +32,12 @@ pub(crate) fn parse_mountinfo(text: &str) -> Vec<Mount> {
                 .map(str::to_string)
                 .collect();
             Some(Mount {
-                point: PathBuf::from(unescape(point)),
+                point: PathBuf::from(unescape_octal(point)),
                 fstype,
                 super_opts,
             })
         })
         .collect()
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo` octal.
-fn unescape(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let digits = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        match digits {
-            Some(d) if bytes[i] == b'\\' => {
-                out.push(
-                    d.iter()
-                        .fold(0u8, |acc, b| acc.wrapping_mul(8) + (b - b'0')),
-                );
-                i += 4;
-            }
-            _ => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Mount point of the v1 hierarchy carrying `controller`, preferring one under `base`

@@ -77,10 +77,15 @@ impl PoolState {
     pub fn refresh(&self, metrics: Option<&OffloadMetrics>) -> Option<String> {
         let (stats, error) = {
             let pool = self.pool.lock().unwrap();
-            match pool.as_ref() {
-                None => return None,
-                Some(p) => (p.stats(), p.check().err()),
+            let p = pool.as_ref()?;
+            let mut stats = p.stats();
+            if fragmented(&stats) {
+                match p.compact() {
+                    Ok(()) => stats = p.stats(),
+                    Err(e) => tracing::debug!("cannot compact the offload pool: {e}"),
+                }
             }
+            (stats, p.check().err())
         };
         let ppm = if stats.stored_bytes == 0 {
             0
@@ -166,9 +171,36 @@ impl PoolState {
     }
 }
 
+/// Whether the pool's allocator holds much more RAM than its compressed pages need (pages
+/// freed in it leave its zspages partly empty): that RAM is local memory for nothing.
+fn fragmented(stats: &PoolStats) -> bool {
+    const SLACK: u64 = 4 << 20;
+    stats.memory_bytes > stats.compressed_bytes + stats.compressed_bytes / 4 + SLACK
+}
+
 impl Drop for PoolState {
     /// A start that fails after the pool was opened must not leave the device on.
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compacts_only_when_the_allocator_holds_much_more_than_the_pages_need() {
+        let stats = |memory_mib: u64, compressed_mib: u64| PoolStats {
+            kind: "zram",
+            memory_bytes: memory_mib << 20,
+            compressed_bytes: compressed_mib << 20,
+            ..Default::default()
+        };
+        assert!(!fragmented(&stats(0, 0)));
+        assert!(!fragmented(&stats(104, 100)));
+        assert!(!fragmented(&stats(129, 100)));
+        assert!(fragmented(&stats(140, 100)));
+        assert!(fragmented(&stats(30, 2)));
     }
 }
