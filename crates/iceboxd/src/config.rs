@@ -153,6 +153,11 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_FAASMEM_GROUP_PAGES", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub faasmem_group_pages: u64,
 
+    /// TMO baseline: the fraction of an idle instance's memory reclaimed every 6 s (TMO's
+    /// 0.05 %).
+    #[arg(long, env = "ICEBOX_TMO_FRACTION", default_value_t = 0.0005)]
+    pub tmo_fraction: f64,
+
     /// FaaSMem: least time between two rollbacks of an instance's hot pool.
     #[arg(long, env = "ICEBOX_FAASMEM_ROLLBACK_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
     pub faasmem_rollback_interval: Duration,
@@ -239,10 +244,19 @@ impl Config {
             bandwidth_bytes_per_s: self.offload_bandwidth,
             ..Default::default()
         };
+        let tmo = icebox_policy::TmoConfig {
+            fraction: self.tmo_fraction,
+            ..Default::default()
+        };
+        faasmem
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid FaaSMem settings: {e}"))?;
+        tmo.validate()
+            .map_err(|e| anyhow::anyhow!("invalid --tmo-fraction: {e}"))?;
         Ok(crate::pool::OffloadConfig {
             mode: self.offload,
             faasmem,
-            tmo: icebox_policy::TmoConfig::default(),
+            tmo,
             group_pages: self.faasmem_group_pages,
         })
     }

@@ -265,7 +265,15 @@ fn tmo_reclaims_a_small_fraction_through_the_kernel() {
         },
         instance,
     )) = node_with_instance(
-        &["--offload-pool", "zram:256MiB", "--offload", "tmo"],
+        // 1 % rather than TMO's 0.05 %: a whole kernel reclaim batch at the first 6 s step.
+        &[
+            "--offload-pool",
+            "zram:256MiB",
+            "--offload",
+            "tmo",
+            "--tmo-fraction",
+            "0.01",
+        ],
         "slow",
     )
     else {

@@ -134,6 +134,8 @@ struct BookState {
     /// Local bytes when the current semi-warm period began (percent rates are of this).
     semiwarm_size: u64,
     tmo: TmoController,
+    /// TMO bytes decided but not yet reclaimed (see tmo.rs: the kernel's batch).
+    tmo_owed: u64,
 }
 
 impl OffloadBook {
