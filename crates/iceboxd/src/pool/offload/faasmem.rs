@@ -3,6 +3,7 @@
 //! the hot pool), and semi-warm: the gradual offload of what is left once an idle instance
 //! has waited longer than the action's p99 reuse interval.
 
+use super::background::at_low_priority;
 use crate::offload_metrics::{BarrierLabel, SkipLabel, StepLabel};
 use crate::pool::{Instance, Pool};
 use icebox_core::{EventKind, InstanceState};
@@ -95,7 +96,9 @@ impl Pool {
         }
         let pool = self.clone();
         let instance = instance.clone();
-        tokio::task::spawn_blocking(move || pool.faasmem_after_request(&instance));
+        tokio::task::spawn_blocking(move || {
+            at_low_priority(|| pool.faasmem_after_request(&instance))
+        });
     }
 
     fn faasmem_after_request(&self, instance: &Instance) {
@@ -276,7 +279,9 @@ impl Pool {
                 continue;
             }
             let pool = self.clone();
-            tokio::task::spawn_blocking(move || pool.semiwarm_step(&instance, bytes));
+            tokio::task::spawn_blocking(move || {
+                at_low_priority(|| pool.semiwarm_step(&instance, bytes))
+            });
         }
     }
 
@@ -310,12 +315,8 @@ impl Pool {
             Ok(report) => self.note_step(instance, "semiwarm", &report),
             Err(e) => tracing::debug!(instance = %instance.id, "semi-warm step failed: {e}"),
         }
+        // Segments are shown as of the last request's scan: one more whole scan a second per
+        // semi-warm instance is not worth it (`local_bytes` still moves with each step).
         instance.measure();
-        let segments = state
-            .puckets
-            .as_mut()
-            .and_then(|p| p.observe().ok())
-            .map(|o| o.segments);
-        book.show(&state, segments);
     }
 }

@@ -7,6 +7,7 @@
 //! [`OffloadBook`] are never taken while a pool lock is held, nor one inside the other except
 //! book → pool cache (a leaf).
 
+mod background;
 mod faasmem;
 mod pool_state;
 mod tmo;
