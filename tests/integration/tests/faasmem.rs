@@ -145,6 +145,8 @@ fn faasmem_offloads_the_runtime_and_cold_init_pages_and_keeps_the_hot_ones() {
             "faasmem",
             "--semiwarm",
             "off",
+            "--semiwarm-start",
+            "1s",
         ],
         "segments",
     ) else {
@@ -197,6 +199,13 @@ fn faasmem_offloads_the_runtime_and_cold_init_pages_and_keeps_the_hot_ones() {
         local < inst["memory"]["uss"].as_u64().unwrap() + swapped,
         "local memory must be below USS + swapped: {inst}"
     );
+    // Semi-warm is off: idle well past its start, the instance never turns semi-warm.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(offload_of(&d, &instance)["semiwarm"], json!(false));
+    assert!(!d
+        .events_of(&instance)
+        .iter()
+        .any(|e| e["detail"].as_str().unwrap_or("").starts_with("semi-warm")));
     let metrics = d.get("/metrics").body;
     assert!(
         metrics.contains("icebox_offloaded_bytes_total{step=\"init_cold\"}"),

@@ -8,7 +8,7 @@ use crate::offload_metrics::{BarrierLabel, SkipLabel, StepLabel};
 use crate::pool::{Instance, Pool};
 use icebox_core::{EventKind, InstanceState};
 use icebox_mem::{OffloadReport, Puckets};
-use icebox_policy::{semiwarm_tick, Millis, OffloadMode, OffloadStep, SemiWarmInstance};
+use icebox_policy::{semiwarm_tick, Millis, OffloadMode, OffloadStep, SemiWarm, SemiWarmInstance};
 use std::sync::Arc;
 
 /// Which barrier (FaaSMem's runtime-init and init-execution time barriers).
@@ -214,6 +214,9 @@ impl Pool {
     /// Semi-warm: idle faasmem instances past their action's p99 reuse interval offload
     /// their remaining local pages at the configured rate (shared under the node's cap).
     pub(in crate::pool) fn semiwarm_round(self: &Arc<Self>, now: Millis, elapsed: Millis) {
+        if self.offload.cfg.faasmem.semiwarm == SemiWarm::Off {
+            return;
+        }
         let mut due = Vec::new();
         for slot in self.slots.snapshot() {
             let book = &slot.instance.offload;
