@@ -41,6 +41,12 @@ impl PoolState {
                     .map_err(|e| anyhow::anyhow!("cannot open the offload pool: {e}"))?,
             ),
         };
+        if mglru_enabled() {
+            tracing::info!(
+                "this kernel has MGLRU (/sys/kernel/mm/lru_gen): icebox still uses its own \
+                 PAGEMAP_SCAN segments and probes (no lru_gen backend yet)"
+            );
+        }
         if let Some(p) = &pool {
             let s = p.stats();
             tracing::info!(
@@ -169,6 +175,14 @@ impl PoolState {
             }
         }
     }
+}
+
+/// Whether the host has MGLRU turned on (FaaSMem's own mechanism): detected, never assumed.
+fn mglru_enabled() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/lru_gen/enabled")
+        .ok()
+        .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+        .is_some_and(|mask| mask != 0)
 }
 
 /// Whether the pool's allocator holds much more RAM than its compressed pages need (pages
