@@ -147,7 +147,8 @@ struct PagedOutChild(Child);
 
 impl PagedOutChild {
     fn start() -> PagedOutChild {
-        let script = r#"
+        let child = Self::run(
+            r#"
 import ctypes, mmap, os, sys
 n = 32 << 20
 m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
@@ -159,7 +160,14 @@ libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 MADV_PAGEOUT = 21
 print("ready", libc.madvise(addr, n, MADV_PAGEOUT), ctypes.get_errno(), flush=True)
 sys.stdin.read()
-"#;
+"#,
+        );
+        assert_eq!(child.1.trim(), "ready 0 0", "madvise in the child failed");
+        child.0
+    }
+
+    /// A python3 child running `script`, and the first line it printed.
+    fn run(script: &str) -> (PagedOutChild, String) {
         let mut child = Command::new("python3")
             .args(["-c", script])
             .stdin(Stdio::piped())
@@ -170,9 +178,7 @@ sys.stdin.read()
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let child = PagedOutChild(child);
-        assert_eq!(line.trim(), "ready 0 0", "madvise in the child failed");
-        child
+        (PagedOutChild(child), line)
     }
 }
 
@@ -311,17 +317,7 @@ for off in range(0, n, 8192):
 print("ready" if ok else "failed", flush=True)
 sys.stdin.read()
 "#;
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let child = PagedOutChild(child);
+    let (child, line) = PagedOutChild::run(script);
     assert_eq!(line.trim(), "ready");
     let before = pool.stats();
     pool.compact().unwrap();
