@@ -23,11 +23,6 @@ pub struct MeasureLabel {
     pub measure: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SkipLabel {
-    pub reason: String,
-}
-
 fn step_histogram() -> Histogram {
     // 10 µs … ~5 s: a barrier scans page tables (ms), a step pages out up to a whole heap.
     Histogram::new(exponential_buckets(0.00001, 2.0, 20))
@@ -39,7 +34,7 @@ pub struct OffloadMetrics {
     pub pool_bytes: Family<MeasureLabel, Gauge>,
     pub barrier_seconds: Family<BarrierLabel, Histogram, fn() -> Histogram>,
     pub step_seconds: Family<StepLabel, Histogram, fn() -> Histogram>,
-    pub skipped: Family<SkipLabel, Counter>,
+    pub skipped: Family<crate::metrics::ReasonLabel, Counter>,
 }
 
 impl OffloadMetrics {

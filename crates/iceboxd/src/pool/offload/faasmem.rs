@@ -4,7 +4,8 @@
 //! has waited longer than the action's p99 reuse interval.
 
 use super::background::at_low_priority;
-use crate::offload_metrics::{BarrierLabel, SkipLabel, StepLabel};
+use crate::metrics::ReasonLabel;
+use crate::offload_metrics::{BarrierLabel, StepLabel};
 use crate::pool::{Instance, Pool};
 use icebox_core::{EventKind, InstanceState};
 use icebox_mem::{OffloadReport, Puckets};
@@ -24,16 +25,6 @@ impl Barrier {
             Barrier::Runtime => "runtime",
             Barrier::Init => "init",
         }
-    }
-}
-
-fn step_name(step: &OffloadStep) -> &'static str {
-    match step {
-        OffloadStep::Runtime => "runtime",
-        OffloadStep::ProbeInit => "probe_init",
-        OffloadStep::InitCold => "init_cold",
-        OffloadStep::Rollback => "rollback",
-        OffloadStep::RollbackCold => "rollback_cold",
     }
 }
 
@@ -121,9 +112,10 @@ impl Pool {
             state
                 .policy
                 .after_request(cfg, now, observation.untouched_probes, observation.probes);
-        let mut segments = Some(observation.segments);
+        let mut segments = observation.segments;
+        let mut stepped = false;
         for step in steps {
-            let name = step_name(&step);
+            let name = step.as_str();
             if let Err(reason) = self.offload.pool.room_for(1) {
                 self.skip(reason);
                 break;
@@ -143,14 +135,15 @@ impl Pool {
                     break;
                 }
             }
-            segments = None;
+            stepped = true;
         }
-        if segments.is_none() {
-            segments = state
-                .puckets
-                .as_mut()
-                .and_then(|p| p.observe().ok())
-                .map(|o| o.segments);
+        if stepped {
+            // Show the segments as the steps left them (and count what came back meanwhile:
+            // an observation hands its refaults over only once).
+            if let Some(after) = state.puckets.as_mut().and_then(|p| p.observe().ok()) {
+                self.note_refaults(instance, after.refaulted_bytes);
+                segments = after.segments;
+            }
             // What it is charged changed now, not at the next sample.
             instance.measure();
         }
@@ -205,7 +198,7 @@ impl Pool {
         self.metrics
             .offload
             .skipped
-            .get_or_create(&SkipLabel {
+            .get_or_create(&ReasonLabel {
                 reason: reason.into(),
             })
             .inc();

@@ -168,12 +168,11 @@ impl OffloadBook {
         self.semiwarm.store(false, Ordering::Relaxed);
     }
 
-    fn show(&self, state: &BookState, segments: Option<SegmentBytes>) {
-        let mut shown = self.shown.lock().unwrap();
-        if segments.is_some() {
-            shown.segments = segments;
-        }
-        shown.request_window = state.policy.request_window();
+    fn show(&self, state: &BookState, segments: SegmentBytes) {
+        *self.shown.lock().unwrap() = Shown {
+            segments: Some(segments),
+            request_window: state.policy.request_window(),
+        };
     }
 
     /// The API view; `local` and `swapped` come from the last measurement. Never blocks on a

@@ -79,11 +79,14 @@ impl PoolState {
         self.pool.lock().unwrap().is_some()
     }
 
-    /// Re-reads the pool's counters and checks it is still usable; returns the error, if any.
-    pub fn refresh(&self, metrics: Option<&OffloadMetrics>) -> Option<String> {
+    /// Re-reads the pool's counters and checks it is still usable ([`Self::error`] says why
+    /// not).
+    pub fn refresh(&self, metrics: Option<&OffloadMetrics>) {
         let (stats, error) = {
             let pool = self.pool.lock().unwrap();
-            let p = pool.as_ref()?;
+            let Some(p) = pool.as_ref() else {
+                return;
+            };
             let mut stats = p.stats();
             if fragmented(&stats) {
                 match p.compact() {
@@ -122,8 +125,7 @@ impl PoolState {
             tracing::info!("offload pool usable again");
         }
         cache.stats = Some(stats);
-        cache.error = error.clone();
-        error
+        cache.error = error;
     }
 
     /// Whether a step may move `bytes` now: the pool is usable and has room for them.
