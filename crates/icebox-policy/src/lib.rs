@@ -10,6 +10,7 @@ pub mod desiccant;
 pub mod faasmem;
 pub mod keepalive;
 pub mod pool;
+pub mod sharing;
 
 #[cfg(test)]
 mod testutil;
@@ -27,3 +28,4 @@ pub use faasmem::{
 };
 pub use keepalive::{Admission, ConfigError, EvictionReason, KeepAliveConfig, KeepAlivePolicy};
 pub use pool::{lru_order, total_charge, PoolEntry};
+pub use sharing::{join_busy, Busy, MemoryProfile, ParseSharingModeError, SharingMode};

@@ -1,0 +1,186 @@
+//! Runtime sharing for actions with `limits.concurrency` > 1: how many concurrent activations
+//! one instance takes in each mode, which busy instance a concurrent activation joins, and what
+//! an instance with n activations in flight is expected to cost (the simulator's memory model;
+//! the daemon charges measured memory instead).
+//!
+//! The modes follow the isolates thesis (ETH 2021) and its baseline Photons (SoCC '20):
+//! `process` gives every concurrent activation its own instance (the classic container model),
+//! `shared` runs them in one runtime on one heap with per-activation globals (Photons), and
+//! `isolate` runs each in its own isolate (own heap and GC) of one runtime, from a pool of
+//! warm isolates.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SharingMode {
+    /// One instance per concurrent activation: the default, because an action that keeps
+    /// process-global state is only safe alone in its process.
+    #[default]
+    Process,
+    /// One runtime, one heap, per-activation globals (Photons).
+    Shared,
+    /// One runtime, one isolate (own heap) per concurrent activation.
+    Isolate,
+}
+
+impl SharingMode {
+    pub const ALL: [SharingMode; 3] = [
+        SharingMode::Process,
+        SharingMode::Shared,
+        SharingMode::Isolate,
+    ];
+
+    /// The same spelling as the serde form, for flags, annotations, env and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SharingMode::Process => "process",
+            SharingMode::Shared => "shared",
+            SharingMode::Isolate => "isolate",
+        }
+    }
+
+    /// How many activations one instance runs at once, given the action's
+    /// `limits.concurrency`. In `process` mode that is always 1, whatever the limit says: the
+    /// limit then only says how many may be in flight in the whole node at once.
+    pub fn capacity(self, concurrency: u32) -> u32 {
+        match self {
+            SharingMode::Process => 1,
+            SharingMode::Shared | SharingMode::Isolate => concurrency.max(1),
+        }
+    }
+}
+
+impl fmt::Display for SharingMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown sharing mode '{0}' (expected process, shared or isolate)")]
+pub struct ParseSharingModeError(pub String);
+
+impl FromStr for SharingMode {
+    type Err = ParseSharingModeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SharingMode::ALL
+            .into_iter()
+            .find(|m| m.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| ParseSharingModeError(s.to_string()))
+    }
+}
+
+/// A busy instance of the action, as routing sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy<'a> {
+    pub id: &'a str,
+    pub in_flight: u32,
+}
+
+/// Which busy instance a new concurrent activation joins: the fullest one that still has room,
+/// so concurrent activations pack into as few runtimes as possible (each extra runtime costs
+/// its whole base memory; packing costs only the increment). Ties go to the smallest id.
+/// `None` when every busy instance is at `capacity` (start or thaw another one).
+pub fn join_busy<'a>(busy: &[Busy<'a>], capacity: u32) -> Option<&'a str> {
+    busy.iter()
+        .filter(|b| b.in_flight < capacity)
+        .max_by(|a, b| a.in_flight.cmp(&b.in_flight).then_with(|| b.id.cmp(a.id)))
+        .map(|b| b.id)
+}
+
+/// The memory model of one instance: a base paid once per runtime, plus an increment per
+/// activation in flight (the thesis' Table 4.1 fits). Idle instances cost the base.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryProfile {
+    pub base_bytes: u64,
+    pub increment_bytes: u64,
+}
+
+impl MemoryProfile {
+    /// Expected memory with `in_flight` activations running. The first activation's private
+    /// state is part of the increment, as in the thesis' fit (base + n × increment).
+    pub fn charge(&self, in_flight: u32) -> u64 {
+        self.base_bytes
+            .saturating_add(self.increment_bytes.saturating_mul(u64::from(in_flight)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_mode_case_insensitively_and_rejects_others() {
+        for m in SharingMode::ALL {
+            assert_eq!(m.as_str().parse::<SharingMode>(), Ok(m));
+            assert_eq!(
+                m.as_str().to_uppercase().parse::<SharingMode>(),
+                Ok(m),
+                "{m}"
+            );
+        }
+        let err = "threads".parse::<SharingMode>().unwrap_err();
+        assert!(err.to_string().contains("'threads'"), "{err}");
+        assert_eq!(SharingMode::default(), SharingMode::Process);
+    }
+
+    #[test]
+    fn process_mode_runs_one_activation_per_instance() {
+        assert_eq!(SharingMode::Process.capacity(8), 1);
+        assert_eq!(SharingMode::Shared.capacity(8), 8);
+        assert_eq!(SharingMode::Isolate.capacity(8), 8);
+        assert_eq!(SharingMode::Isolate.capacity(0), 1);
+    }
+
+    #[test]
+    fn joins_the_fullest_instance_with_room() {
+        let busy = [
+            Busy {
+                id: "b",
+                in_flight: 2,
+            },
+            Busy {
+                id: "a",
+                in_flight: 3,
+            },
+            Busy {
+                id: "c",
+                in_flight: 4,
+            },
+        ];
+        assert_eq!(join_busy(&busy, 4), Some("a"));
+        assert_eq!(join_busy(&busy, 5), Some("c"));
+        assert_eq!(join_busy(&busy, 2), None);
+        assert_eq!(join_busy(&[], 4), None);
+        let tied = [
+            Busy {
+                id: "y",
+                in_flight: 1,
+            },
+            Busy {
+                id: "x",
+                in_flight: 1,
+            },
+        ];
+        assert_eq!(join_busy(&tied, 4), Some("x"));
+    }
+
+    #[test]
+    fn charge_is_base_plus_increment_per_activation() {
+        let p = MemoryProfile {
+            base_bytes: 100,
+            increment_bytes: 10,
+        };
+        assert_eq!(p.charge(0), 100);
+        assert_eq!(p.charge(3), 130);
+        let huge = MemoryProfile {
+            base_bytes: u64::MAX,
+            increment_bytes: 1,
+        };
+        assert_eq!(huge.charge(5), u64::MAX);
+    }
+}
