@@ -24,7 +24,7 @@ final class Environment {
 
     private Environment() {}
 
-    /** Sets {@code name} to {@code value} process-wide, or removes it when {@code value} is null. */
+    /** Sets {@code name} to {@code value} process-wide; a null {@code value} removes it. */
     static void set(String name, String value) {
         synchronized (LOCK) {
             Map<String, String> env = writable();
