@@ -25,7 +25,11 @@ public final class Main {
         if (sharing == SharingMode.SHARED) {
             // Before any user code: an action class that keeps System.getenv()'s map sees the
             // per-activation view too.
-            Environment.usePerThreadActivationValues();
+            try {
+                Environment.usePerThreadActivationValues();
+            } catch (IllegalStateException e) {
+                fatal(e.getMessage());
+            }
         }
         Path path = Path.of(socket);
         ServerSocketChannel server;
