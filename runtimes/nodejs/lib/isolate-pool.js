@@ -145,7 +145,7 @@ class IsolatePool {
       if (outcome.timedOut) {
         this.counts.timed_out += 1;
         await isolate.terminate('timed_out');
-        return json(502, { error: `${TIMED_OUT} Its isolate was terminated.` });
+        return json(504, { error: `${TIMED_OUT} Its isolate was terminated.` });
       }
       if (outcome.failure) {
         process.stderr.write(`${outcome.failure.message}\n`);

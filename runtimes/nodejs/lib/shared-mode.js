@@ -130,7 +130,7 @@ function invoke(context, params, deadline) {
     };
     const timedOut = () => {
       process.stderr.write(`${TIMED_OUT}\n`);
-      finish(json(502, { error: TIMED_OUT }), false);
+      finish(json(504, { error: TIMED_OUT }), false);
     };
     const remaining = deadline === null ? null : deadline - Date.now();
     if (remaining !== null) {

@@ -112,6 +112,7 @@ test('a fresh isolate whose module throws at top level fails only its activation
   ]);
   assert.equal(second.status, 502);
   assert.match(second.body.error, /could not load the action: Error: not in this isolate/);
+  assert.equal(first.status, 504);
   assert.match(first.body.error, /timed out/);
   const { isolates } = await sharingOf(proxy);
   // The pool's background refill may have failed the same way by now.
@@ -123,7 +124,8 @@ test('an activation past its deadline is terminated; the next activation works',
   const proxy = await isolateProxy(t, CODE);
   for (const what of ['spin', 'hang']) {
     const res = await proxy.run({ id: what, do: what }, { deadline: Date.now() + 300 });
-    assert.equal(res.status, 502);
+    // 504, not 502: iceboxd then keeps the instance (docs/runtime-protocol.md).
+    assert.equal(res.status, 504);
     assert.match(res.body.error, /timed out/);
     const next = await proxy.run({ id: 'next' }, { deadline: Date.now() + 5000 });
     assert.equal(next.status, 200, next.text);

@@ -103,7 +103,7 @@ test('an activation past its deadline is cut off; the next one runs', async (t) 
   const proxy = await sharedProxy(t, { code });
   for (const params of [{ spin: true }, { hang: true }]) {
     const res = await proxy.run(params, { deadline: Date.now() + 200 });
-    assert.equal(res.status, 502);
+    assert.equal(res.status, 504);
     assert.match(res.body.error, /timed out/);
     assert.deepEqual((await proxy.run({}, { deadline: Date.now() + 5000 })).body, { ok: true });
   }
