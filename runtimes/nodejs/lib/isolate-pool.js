@@ -19,13 +19,20 @@ function now() {
   return performance.timeOrigin + performance.now();
 }
 
+// ICEBOX_ISOLATE_MEMORY_MB bounds the isolate's whole heap. V8 sizes the young generation by
+// itself (up to 16 MB and more for a worker) on top of the old-generation limit, so with many
+// isolates the young generations alone could exceed the instance's memory limit: an eighth of
+// the budget, 1..8 MB, goes to it, the rest to the old generation.
+function heapLimits(budgetMb) {
+  const young = Math.min(8, Math.max(1, Math.floor(budgetMb / 8)));
+  return { maxYoungGenerationSizeMb: young, maxOldGenerationSizeMb: Math.max(1, budgetMb - young) };
+}
+
 class Isolate {
   constructor(pool) {
     this.pool = pool;
     const options = { workerData: pool.workerData, stdout: false, stderr: false };
-    if (pool.config.isolateMemoryMb !== null) {
-      options.resourceLimits = { maxOldGenerationSizeMb: pool.config.isolateMemoryMb };
-    }
+    if (pool.config.isolateMemoryMb !== null) options.resourceLimits = heapLimits(pool.config.isolateMemoryMb);
     this.worker = new Worker(WORKER_SCRIPT, options);
     this.error = null; // the worker's uncaught error or out-of-memory, if it ended with one
     this.endedBy = null; // why the pool terminated it: 'torn_down' | 'timed_out' | 'init_failed'

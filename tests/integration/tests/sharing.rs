@@ -309,3 +309,34 @@ fn sharing_annotations_are_checked_at_deploy() {
     // Nothing was stored by the refusals.
     assert_eq!(d.get("/api/v1/namespaces/_/actions/bad").status, 404);
 }
+
+#[test]
+fn isolates_allocating_together_stay_within_the_instance_memory_limit() {
+    // Found by the soak: 8 isolates with the default heap limit each grew their garbage to it
+    // and together past the 256 MB limit, so the kernel killed the instance and every
+    // activation in it.
+    let d = Daemon::start(&["--prewarm", "none"]);
+    let code = std::fs::read_to_string(
+        icebox_integration::paths::workspace_root().join("examples/nodejs/alloc.js"),
+    )
+    .unwrap();
+    deploy(
+        &d,
+        "alloc",
+        "nodejs:20",
+        &code,
+        json!({"concurrency": 8, "memory": 256}),
+        &[("icebox.sharing", json!("isolate"))],
+    );
+    d.invoke("alloc", json!({"mb": 1})).expect_success();
+    for round in 0..6 {
+        for a in invoke_together(&d, "alloc", vec![json!({"mb": 8}); 8]) {
+            assert!(a.succeeded(), "round {round}: {}", a.result());
+        }
+    }
+    let instances = instances_of(&d, "alloc");
+    assert!(!instances.is_empty());
+    for i in &instances {
+        assert!(i["memory"]["rss"].as_u64() < Some(256 << 20), "{i}");
+    }
+}
