@@ -153,7 +153,7 @@ class IsolatePool {
           : outcome.failure.message;
         return json(502, { error: message });
       }
-      this.starts[kind].add(outcome.started - borrowed);
+      this.starts[kind].add(Math.max(0, outcome.started - borrowed)); // two threads' clocks
       this.busy.delete(isolate);
       this.makeIdle(isolate);
       return outcome.response;
