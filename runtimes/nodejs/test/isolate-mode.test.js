@@ -212,3 +212,15 @@ test('init errors are a 502 at /init, and /init can be retried', async (t) => {
     assert.deepEqual((await proxy.run({})).body, { ok: true });
   }
 });
+
+test('a key locked by an isolate that dies inside update() is released', async (t) => {
+  async function locker(params) {
+    if (params.die) await icebox.shared.update('k', () => process.exit(1));
+    return { value: await icebox.shared.update('k', (v) => (v || 0) + 1) };
+  }
+  const proxy = await isolateProxy(t, { code: sourceOf(locker), main: 'locker' });
+  const died = await proxy.run({ die: true });
+  assert.equal(died.status, 502);
+  assert.match(died.body.error, /exited with code 1/);
+  assert.deepEqual((await proxy.run({})).body, { value: 1 });
+});
