@@ -90,10 +90,19 @@ async function invoke(params) {
   return entry(params);
 }
 
-// globalThis.icebox.shared: in one process, a Map (lib/shared-store.js).
+// globalThis.icebox.shared: in one process, a Map (lib/shared-store.js). Built on first use:
+// loading its two small modules at every /init measurably grew the idle instance (about 4 MiB
+// of RSS, V8 growing a heap space), and most actions never touch it.
 function installSharedApi() {
-  const { localSharedApi, install } = require('./shared-api');
-  install(globalThis, localSharedApi(require('./shared-store').processStore()), 'process');
+  Object.defineProperty(globalThis, 'icebox', {
+    configurable: true,
+    enumerable: false,
+    get() {
+      const { localSharedApi, install } = require('./shared-api');
+      install(globalThis, localSharedApi(require('./shared-store').processStore()), 'process');
+      return globalThis.icebox;
+    },
+  });
 }
 
 function sharingStats(config) {

@@ -38,7 +38,7 @@ class Isolate {
     this.endedBy = null; // why the pool terminated it: 'torn_down' | 'timed_out' | 'init_failed'
     this.exited = false;
     this.activation = null; // resolves the running activation's outcome
-    this.idleTimer = null;
+    this.idleSince = 0;
     this.locks = new Map(); // shared-state locks it holds, released if it dies holding them
     this.ready = new Promise((resolve, reject) => {
       this.onReady = resolve;
@@ -90,7 +90,6 @@ class Isolate {
 
   onExit(code) {
     this.exited = true;
-    clearTimeout(this.idleTimer);
     for (const { release } of this.locks.values()) release();
     this.locks.clear();
     const failure = new Error(this.exitReason(code));
@@ -123,6 +122,7 @@ class IsolatePool {
     this.counts = { created: 0, torn_down: 0, crashed: 0, timed_out: 0 };
     this.starts = { pool: new SampleWindow(), fresh: new SampleWindow() };
     this.closed = false;
+    this.sweepTimer = null;
   }
 
   spawn() {
@@ -144,8 +144,7 @@ class IsolatePool {
     const borrowed = now();
     let isolate = this.idle.pop();
     const kind = isolate ? 'pool' : 'fresh';
-    if (isolate) clearTimeout(isolate.idleTimer);
-    else isolate = this.spawn();
+    if (!isolate) isolate = this.spawn();
     this.busy.add(isolate);
     try {
       const outcome = await this.activate(isolate, body);
@@ -161,7 +160,7 @@ class IsolatePool {
           : outcome.failure.message;
         return json(502, { error: message });
       }
-      this.starts[kind].add(outcome.started - borrowed);
+      this.starts[kind].add(Math.max(0, outcome.started - borrowed)); // two threads' clocks
       this.busy.delete(isolate);
       this.makeIdle(isolate);
       return outcome.response;
@@ -196,16 +195,29 @@ class IsolatePool {
 
   makeIdle(isolate) {
     if (isolate.exited || this.closed) return;
+    isolate.idleSince = performance.now();
     this.idle.push(isolate);
-    isolate.idleTimer = setTimeout(() => this.idleExpired(isolate), this.config.isolateIdleMs);
+    this.scheduleSweep();
   }
 
-  idleExpired(isolate) {
-    const at = this.idle.indexOf(isolate);
-    if (at === -1 || this.idle.length <= this.config.isolatePool) return;
-    this.idle.splice(at, 1);
-    this.counts.torn_down += 1;
-    isolate.terminate('torn_down');
+  // Idle isolates beyond the pool size are terminated least recently used first, once they
+  // have been idle for ICEBOX_ISOLATE_IDLE_MS; one timer, set for the oldest.
+  scheduleSweep() {
+    if (this.sweepTimer !== null || this.idle.length <= this.config.isolatePool) return;
+    const due = this.idle[0].idleSince + this.config.isolateIdleMs - performance.now();
+    this.sweepTimer = setTimeout(() => {
+      this.sweepTimer = null;
+      this.sweep();
+    }, Math.max(0, due));
+  }
+
+  sweep() {
+    while (this.idle.length > this.config.isolatePool
+        && performance.now() - this.idle[0].idleSince >= this.config.isolateIdleMs) {
+      this.counts.torn_down += 1;
+      this.idle.shift().terminate('torn_down');
+    }
+    this.scheduleSweep();
   }
 
   // Keeps ICEBOX_ISOLATE_POOL isolates warm, started in the background after activations.
@@ -241,6 +253,7 @@ class IsolatePool {
 
   async close() {
     this.closed = true;
+    clearTimeout(this.sweepTimer);
     const all = [...this.idle, ...this.busy];
     this.idle = [];
     await Promise.all(all.map((isolate) => isolate.terminate('torn_down')));

@@ -15,6 +15,9 @@ const { ActionCode, ActionContext } = require('./vm-context');
 const { processStore } = require('./shared-store');
 const { localSharedApi, install } = require('./shared-api');
 
+// ICEBOX_EAGER_GC=1: a full GC after every activation, as in process mode (lib/action.js).
+const EAGER_GC = process.env.ICEBOX_EAGER_GC === '1';
+
 let config = null;
 let state = 'uninitialized'; // -> 'initializing' -> 'ready'; a failed init goes back
 let code = null;
@@ -91,6 +94,7 @@ async function run(body) {
   } finally {
     inFlight -= 1;
   }
+  if (EAGER_GC) require('./full-gc').fullGc();
   await writeSentinels();
   return response;
 }

@@ -106,12 +106,13 @@ for (const [what, pattern] of [
 test('a fresh isolate whose module throws at top level fails only its activation', async (t) => {
   const code = `if (require('worker_threads').threadId > 1) throw new Error('not in this isolate');\n${CODE.code}`;
   const proxy = await isolateProxy(t, { code });
-  const [first, second] = await Promise.all([
-    proxy.run({ id: 'pool', wait: 'never', do: 'hang' }, { deadline: Date.now() + 1500 }),
-    proxy.run({ id: 'fresh' }),
-  ]);
-  assert.equal(second.status, 502);
-  assert.match(second.body.error, /could not load the action: Error: not in this isolate/);
+  // The pool isolate (threadId 1) is kept busy first, so the next activation needs a fresh one.
+  const hanging = proxy.run({ id: 'pool', do: 'hang' }, { deadline: Date.now() + 3000 });
+  await waitForSharing(proxy, (s) => s.isolates.busy === 1, 'the pool isolate busy');
+  const fresh = await proxy.run({ id: 'fresh' });
+  assert.equal(fresh.status, 502);
+  assert.match(fresh.body.error, /could not load the action: Error: not in this isolate/);
+  const first = await hanging;
   assert.equal(first.status, 504);
   assert.match(first.body.error, /timed out/);
   const { isolates } = await sharingOf(proxy);
@@ -212,4 +213,16 @@ test('init errors are a 502 at /init, and /init can be retried', async (t) => {
     assert.equal(retry.status, 200, retry.text);
     assert.deepEqual((await proxy.run({})).body, { ok: true });
   }
+});
+
+test('a key locked by an isolate that dies inside update() is released', async (t) => {
+  async function locker(params) {
+    if (params.die) await icebox.shared.update('k', () => process.exit(1));
+    return { value: await icebox.shared.update('k', (v) => (v || 0) + 1) };
+  }
+  const proxy = await isolateProxy(t, { code: sourceOf(locker), main: 'locker' });
+  const died = await proxy.run({ die: true });
+  assert.equal(died.status, 502);
+  assert.match(died.body.error, /exited with code 1/);
+  assert.deepEqual((await proxy.run({})).body, { value: 1 });
 });

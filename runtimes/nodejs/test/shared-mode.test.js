@@ -144,3 +144,20 @@ test('init errors are a 502 at /init', async (t) => {
     assert.match(init.body.error, pattern);
   }
 });
+
+test('an action may redeclare global names and add its own globals', async (t) => {
+  const code = `'use strict';
+    const { Buffer } = require('buffer');
+    const URL = require('url').URL;
+    function Event(name) { this.name = name; }
+    globalThis.counter = 41;
+    function main() {
+      counter += 1;
+      return { buffer: Buffer.from('ab').length, url: new URL('http://x/y').pathname, event: new Event('e').name,
+        counter, math: Math.max(1, 2), array: Array.isArray([]), strict: this === undefined };
+    }`;
+  const proxy = await sharedProxy(t, { code });
+  assert.deepEqual((await proxy.run({})).body, {
+    buffer: 2, url: '/y', event: 'e', counter: 42, math: 2, array: true, strict: true,
+  });
+});

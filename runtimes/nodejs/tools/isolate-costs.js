@@ -3,12 +3,14 @@
 // of a pool start and of a fresh start, as the proxy measures them (sharing.isolates.start_ms in
 // /icebox/stats), and how much memory tearing down an isolate that holds `--hold-mb` MiB of JS
 // heap gives back to the system, by idle teardown (ICEBOX_ISOLATE_IDLE_MS) and by
-// /icebox/reclaim.
+// /icebox/reclaim. Then, in this process, the thesis' micro-benchmark (Fig. 3.2, 3.3): the time
+// to create a bare Worker and to terminate one that holds 0 or `--hold-mb` MiB.
 //
 //   node runtimes/nodejs/tools/isolate-costs.js [--runs 30] [--hold-mb 64] [--json FILE]
 
 const fs = require('fs');
 const { setTimeout: sleep } = require('timers/promises');
+const { Worker } = require('worker_threads');
 const { startProxy } = require('../testlib/proxy');
 
 const MIB = 1024 * 1024;
@@ -135,17 +137,41 @@ async function teardown(holdMb) {
   return result;
 }
 
+// Worker creation (until its first message) and termination (until it has exited), bare.
+async function workerMicro(runs, holdMb) {
+  const create = [];
+  const terminate = { 0: [], [holdMb]: [] };
+  const source = `const { parentPort, workerData } = require('worker_threads');
+    globalThis.held = workerData ? new Array(workerData * 131072).fill(0.5) : null;
+    parentPort.postMessage('ready');`;
+  for (let i = 0; i < runs; i++) {
+    for (const mb of [0, holdMb]) {
+      const t0 = performance.now();
+      const worker = new Worker(source, { eval: true, workerData: mb, resourceLimits: { maxOldGenerationSizeMb: holdMb * 4 } });
+      await new Promise((resolve) => worker.once('message', resolve));
+      if (mb === 0) create.push(performance.now() - t0);
+      const t1 = performance.now();
+      await worker.terminate();
+      terminate[mb].push(performance.now() - t1);
+    }
+  }
+  return { create_ms: summary(create), terminate_empty_ms: summary(terminate[0]), terminate_holding_ms: summary(terminate[holdMb]) };
+}
+
 async function mainTool() {
   const opts = parseArgs(process.argv.slice(2));
   try {
     const starts = await startTimes(opts.runs);
     const memoryReturn = await teardown(opts.holdMb);
-    const result = { node: process.version, runs: opts.runs, hold_mb: opts.holdMb, ...starts, teardown: memoryReturn };
+    const micro = await workerMicro(opts.runs, opts.holdMb);
+    const result = { node: process.version, runs: opts.runs, hold_mb: opts.holdMb, ...starts, teardown: memoryReturn, worker: micro };
     const f = (v) => (typeof v === 'number' ? v.toFixed(2) : String(v));
-    console.log(`isolate starts over ${opts.runs} runs (ms): min / p10 / median / p90 / max`);
-    for (const kind of ['pool_start_ms', 'fresh_start_ms']) {
-      const s = result[kind];
-      console.log(`  ${kind.padEnd(15)} ${[s.min, s.p10, s.median, s.p90, s.max].map(f).join(' / ')}`);
+    console.log(`isolate times over ${opts.runs} runs (ms): min / p10 / median / p90 / max`);
+    const rows = [['pool start', result.pool_start_ms], ['fresh start', result.fresh_start_ms],
+      ['bare Worker create', micro.create_ms], ['terminate, empty', micro.terminate_empty_ms],
+      [`terminate, ${opts.holdMb} MiB`, micro.terminate_holding_ms]];
+    for (const [kind, s] of rows) {
+      console.log(`  ${kind.padEnd(20)} ${[s.min, s.p10, s.median, s.p90, s.max].map(f).join(' / ')}`);
     }
     console.log(`teardown of an isolate holding ${opts.holdMb} MiB (MiB): RSS before / holding / after, returned; USS the same`);
     for (const [how, r] of Object.entries(memoryReturn)) {
