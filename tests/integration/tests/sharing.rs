@@ -340,3 +340,46 @@ fn isolates_allocating_together_stay_within_the_instance_memory_limit() {
         assert!(i["memory"]["rss"].as_u64() < Some(256 << 20), "{i}");
     }
 }
+
+#[test]
+fn reclaiming_an_idle_isolate_instance_gives_back_its_isolates() {
+    let d = Daemon::start(&["--prewarm", "none", "--pause-grace", "100ms"]);
+    let code = std::fs::read_to_string(
+        icebox_integration::paths::workspace_root().join("examples/nodejs/alloc.js"),
+    )
+    .unwrap();
+    deploy(
+        &d,
+        "alloc",
+        "nodejs:20",
+        &code,
+        json!({"concurrency": 4, "memory": 1024}),
+        &[("icebox.sharing", json!("isolate"))],
+    );
+    let first = d.invoke("alloc", json!({"mb": 1})).expect_success();
+    let instance = first.instance().to_string();
+    // Four isolates, each left holding its activation's garbage.
+    for a in invoke_together(&d, "alloc", vec![json!({"mb": 24}); 4]) {
+        assert_eq!(a.expect_success().instance(), instance);
+    }
+    wait_for("the instance frozen", Duration::from_secs(20), || {
+        d.instance(&instance).filter(|i| i["state"] == "frozen")
+    });
+    let report = d
+        .request(
+            "POST",
+            &format!("/icebox/v1/instances/{instance}/reclaim"),
+            icebox_integration::Auth::Key(icebox_integration::AUTH),
+            None,
+        )
+        .expect(200)
+        .json();
+    let (before, after) = (
+        report["uss_before"].as_u64().unwrap(),
+        report["uss_after"].as_u64().unwrap(),
+    );
+    assert!(after * 2 < before, "isolates not given back: {report}");
+    // The instance serves on, with a fresh isolate.
+    let next = d.invoke("alloc", json!({"mb": 1})).expect_success();
+    assert_eq!(next.instance(), instance);
+}
