@@ -1,0 +1,6 @@
+mod profile;
+mod sim;
+mod trace;
+mod units;
+
+fn main() {}
