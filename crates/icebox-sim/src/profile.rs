@@ -244,8 +244,10 @@ mod tests {
 
     #[test]
     fn mapping_is_deterministic_and_covers_the_profiles() {
-        let mut t = Trace::default();
-        t.functions = (0..40).map(|i| format!("fn{i}")).collect();
+        let t = Trace {
+            functions: (0..40).map(|i| format!("fn{i}")).collect(),
+            ..Trace::default()
+        };
         let a = map_functions(&t, 4, Mapping::Random, 3);
         assert_eq!(a, map_functions(&t, 4, Mapping::Random, 3));
         assert_ne!(a, map_functions(&t, 4, Mapping::Random, 4));

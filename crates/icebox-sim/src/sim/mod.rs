@@ -8,5 +8,5 @@ mod state;
 mod tests;
 
 pub use config::{KeepAliveSpec, Placement, SimConfig, Technique};
-pub use engine::{RunOutput, Sim, SimEvent, PROFILE_DURATION};
+pub use engine::{Sim, SimEvent, PROFILE_DURATION};
 pub use metrics::{Metrics, TimelineRow};

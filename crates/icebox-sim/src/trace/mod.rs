@@ -205,19 +205,21 @@ mod tests {
 
     #[test]
     fn repeat_shifts_copies_by_the_span() {
-        let mut t = Trace::default();
-        t.events = vec![
-            Event {
-                time_ms: 0,
-                func: 0,
-                duration_ms: None,
-            },
-            Event {
-                time_ms: 500,
-                func: 1,
-                duration_ms: Some(3),
-            },
-        ];
+        let mut t = Trace {
+            events: vec![
+                Event {
+                    time_ms: 0,
+                    func: 0,
+                    duration_ms: None,
+                },
+                Event {
+                    time_ms: 500,
+                    func: 1,
+                    duration_ms: Some(3),
+                },
+            ],
+            ..Trace::default()
+        };
         t.repeat(3, 1_000);
         let times: Vec<i64> = t.events.iter().map(|e| e.time_ms).collect();
         assert_eq!(times, [0, 500, 1_000, 1_500, 2_000, 2_500]);

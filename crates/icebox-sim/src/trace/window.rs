@@ -14,10 +14,6 @@ impl Window {
         t >= self.start_ms && t < self.end_ms
     }
 
-    pub fn len_ms(&self) -> i64 {
-        self.end_ms - self.start_ms
-    }
-
     /// `START:END` in trace minutes (the 2019 trace's minute columns).
     pub fn parse_minutes(s: &str) -> Result<Window> {
         let Some((a, b)) = s.split_once(':') else {
@@ -86,7 +82,7 @@ mod tests {
         assert_eq!(w.start_ms, 101 * 60_000);
         let w = busiest_window(100, &counts, 3).unwrap();
         assert_eq!(w.start_ms, 102 * 60_000); // 5+1+9 = 15 beats 11, 11, 15 later
-        assert_eq!(w.len_ms(), 180_000);
+        assert_eq!(w.end_ms - w.start_ms, 180_000);
         assert_eq!(busiest_window(0, &[], 3), None);
         // Longer than the trace: the whole trace.
         assert_eq!(busiest_window(7, &[1, 2], 10).unwrap().start_ms, 7 * 60_000);
