@@ -102,6 +102,11 @@ fn run(a: &Args) -> Result<()> {
                         config: cfg,
                         cluster_memory_gib: cluster,
                         metrics: out.metrics,
+                        node_memory_at_end_gib: out
+                            .node_used
+                            .iter()
+                            .map(|&b| b as f64 / (1u64 << 30) as f64)
+                            .collect(),
                         timeline: out.timeline,
                     });
                 }

@@ -14,6 +14,7 @@ pub struct RunRecord {
     pub config: SimConfig,
     pub cluster_memory_gib: f64,
     pub metrics: Metrics,
+    pub node_memory_at_end_gib: Vec<f64>,
     #[serde(skip)]
     pub timeline: Vec<TimelineRow>,
 }
@@ -33,7 +34,7 @@ pub struct Summary<'a> {
 pub fn print_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<34} {:>9} {:>10} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>11}",
+        "{:<34} {:>9} {:>10} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>11}",
         "run",
         "cluster",
         "invocs",
@@ -46,13 +47,14 @@ pub fn print_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<
         "p50_ms",
         "p99_ms",
         "queued",
+        "rejected",
         "events/s"
     )?;
     for r in runs {
         let m = &r.metrics;
         writeln!(
             out,
-            "{:<34} {:>8.0}G {:>10} {:>8} {:>6.2}% {:>8.2}G {:>8.2}G {:>8.2}G {:>9.0} {:>9.1} {:>8.1} {:>10} {:>10.2}M",
+            "{:<34} {:>8.0}G {:>10} {:>8} {:>6.2}% {:>8.2}G {:>8.2}G {:>8.2}G {:>9.0} {:>9.1} {:>8.1} {:>8} {:>8} {:>10.2}M",
             r.label,
             r.cluster_memory_gib,
             m.invocations,
@@ -65,6 +67,7 @@ pub fn print_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<
             m.latency_ms_p50,
             m.latency_ms_p99,
             m.queued,
+            m.rejected,
             m.events_per_s / 1e6
         )?;
     }

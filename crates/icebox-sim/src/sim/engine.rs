@@ -49,6 +49,8 @@ struct Pending {
 pub struct RunOutput {
     pub metrics: Metrics,
     pub timeline: Vec<TimelineRow>,
+    /// Bytes in use on each node when the run ended.
+    pub node_used: Vec<u64>,
 }
 
 pub struct Sim<'a> {
@@ -145,6 +147,7 @@ impl<'a> Sim<'a> {
         RunOutput {
             metrics: Metrics::from_counters(self.c, counted, self.queue.len() as u64, wall),
             timeline: self.timeline,
+            node_used: self.nodes.iter().map(|n| n.used).collect(),
         }
     }
 
@@ -214,7 +217,7 @@ impl<'a> Sim<'a> {
             // One row per whole simulated second of the counted period in (now, hi], with the
             // state that held until `t`.
             let first = if self.now < from {
-                0
+                1
             } else {
                 (self.now - from) / 1_000 + 1
             };
@@ -234,6 +237,13 @@ impl<'a> Sim<'a> {
 
     fn arrive(&mut self, ev: SimEvent) {
         self.funcs[ev.func as usize].invocations += 1;
+        if self.class(ev.func).memory.charge(1) > self.cfg.node_memory {
+            // Larger than a node: it could never start, and queued it would block the queue.
+            if self.counting() {
+                self.c.rejected += 1;
+            }
+            return;
+        }
         if self.cfg.keepalive == KeepAliveSpec::Hybrid {
             let now = self.now;
             self.funcs[ev.func as usize]

@@ -12,6 +12,7 @@ pub struct Counters {
     pub warm_starts: u64,
     pub joined: u64,
     pub queued: u64,
+    pub rejected: u64,
     pub queue_delay_ms_sum: u64,
     pub queue_delay_ms_max: u64,
     pub latencies_ms: Vec<f32>,
@@ -49,6 +50,8 @@ pub struct Metrics {
     pub joined: u64,
     pub queued: u64,
     pub still_queued_at_end: u64,
+    /// Invocations whose instance is larger than a node: never run, not in the other counts.
+    pub rejected: u64,
     pub queue_delay_ms_mean: f64,
     pub queue_delay_ms_max: u64,
     pub latency_ms_p50: f64,
@@ -111,6 +114,7 @@ impl Metrics {
             joined: c.joined,
             queued: c.queued,
             still_queued_at_end: still_queued,
+            rejected: c.rejected,
             queue_delay_ms_mean: if c.queued == 0 {
                 0.0
             } else {

@@ -144,21 +144,34 @@ fn calls_that_fit_nowhere_queue_until_memory_frees() {
 }
 
 #[test]
+fn instances_larger_than_a_node_are_rejected_not_queued() {
+    let c = cfg(2, 500);
+    let m = run(
+        &c,
+        &[class(600, 0, 10, 10), class(100, 0, 10, 10)],
+        &[ev(0, 0), ev(1, 1)],
+    );
+    assert_eq!(
+        (m.rejected, m.queued, m.invocations, m.cold_starts),
+        (1, 0, 1, 1)
+    );
+}
+
+#[test]
 fn openwhisk_placement_fills_the_home_node_least_loaded_spreads() {
+    // Three nodes of 250 MB, three concurrent 100 MB instances of one function.
     let classes = [class(100, 0, 10, 100_000)];
     let events: Vec<SimEvent> = (0..3).map(|k| ev(k, 0)).collect();
-    let mut c = cfg(3, 1_000);
-    c.timeline = false;
+    let mut c = cfg(3, 250);
     let map = [0u32];
+    // Home node (2^32 + 1) % 3 = 2; step index (hash >> 32) % 2 = 1: steps of 2 (2 → 1 → 0).
     let homes = [1u64 | (1 << 32)];
-    let sim = Sim::new(&c, &classes, &map, &homes);
-    let out = sim.run(&events);
-    assert_eq!(out.metrics.cold_starts, 3);
-    // Both placements fit everything; the difference is where, seen through overflow: make
-    // the home node too small to matter by filling it.
+    let ow = Sim::new(&c, &classes, &map, &homes).run(&events);
+    assert_eq!(ow.metrics.cold_starts, 3);
+    assert_eq!(ow.node_used, [0, 100 * MIB, 200 * MIB]);
     c.placement = Placement::LeastLoaded;
-    let out = Sim::new(&c, &classes, &map, &homes).run(&events);
-    assert_eq!(out.metrics.cold_starts, 3);
+    let ll = Sim::new(&c, &classes, &map, &homes).run(&events);
+    assert_eq!(ll.node_used, [100 * MIB; 3]);
 }
 
 #[test]
