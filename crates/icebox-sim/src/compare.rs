@@ -9,6 +9,9 @@ use serde::Serialize;
 pub struct Point {
     pub memory_gib: f64,
     pub cold_starts: u64,
+    /// More than 1 % of the invocations waited in the queue: the cluster is saturated, and
+    /// its cold-start count (queued calls that never start are not cold starts) says little.
+    pub saturated: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -29,11 +32,14 @@ pub struct EqualColdStarts {
     pub memory_gib: Option<f64>,
     /// 1 - memory / reference memory.
     pub saving: Option<f64>,
+    /// The reference point is saturated: no comparison.
+    pub saturated: bool,
 }
 
 /// The smallest memory where the curve comes down to `target` cold starts, interpolating
 /// linearly between swept points. `None` when even its largest memory has more.
 pub fn memory_for(points: &[Point], target: u64) -> Option<f64> {
+    let points: Vec<Point> = points.iter().copied().filter(|p| !p.saturated).collect();
     let first = points.first()?;
     if first.cold_starts <= target {
         // Already at or below the target at the smallest swept size: no information below it.
@@ -58,7 +64,11 @@ pub fn equal_cold_starts(series: &[Series]) -> Vec<EqualColdStarts> {
     let mut out = Vec::new();
     for s in &series[1..] {
         for p in &reference.points {
-            let m = memory_for(&s.points, p.cold_starts);
+            let m = if p.saturated {
+                None
+            } else {
+                memory_for(&s.points, p.cold_starts)
+            };
             out.push(EqualColdStarts {
                 series: s.label.clone(),
                 reference: reference.label.clone(),
@@ -66,6 +76,7 @@ pub fn equal_cold_starts(series: &[Series]) -> Vec<EqualColdStarts> {
                 cold_starts: p.cold_starts,
                 memory_gib: m,
                 saving: m.map(|m| 1.0 - m / p.memory_gib),
+                saturated: p.saturated,
             });
         }
     }
@@ -81,6 +92,7 @@ mod tests {
             .map(|&(memory_gib, cold_starts)| Point {
                 memory_gib,
                 cold_starts,
+                saturated: false,
             })
             .collect()
     }
@@ -94,6 +106,14 @@ mod tests {
         assert_eq!(memory_for(&p, 5), None);
         assert_eq!(memory_for(&p, 100), Some(10.0));
         assert_eq!(memory_for(&p, 200), None, "below the swept range");
+        let mut q = p.clone();
+        q[0].saturated = true;
+        assert_eq!(
+            memory_for(&q, 75),
+            None,
+            "saturated points are not on the curve"
+        );
+        assert_eq!(memory_for(&q, 30), Some(25.0));
     }
 
     #[test]

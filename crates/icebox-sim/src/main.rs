@@ -93,9 +93,11 @@ fn run(a: &Args) -> Result<()> {
                         out.metrics.cold_starts,
                         out.metrics.events_per_s / 1e6
                     );
+                    let m = &out.metrics;
                     points.push(Point {
                         memory_gib: cluster,
-                        cold_starts: out.metrics.cold_starts,
+                        cold_starts: m.cold_starts,
+                        saturated: (m.queued + m.still_queued_at_end) * 100 > m.invocations,
                     });
                     runs.push(RunRecord {
                         label: cfg.label(),

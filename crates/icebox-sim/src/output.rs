@@ -91,6 +91,7 @@ pub fn print_equal(out: &mut impl Write, eq: &[EqualColdStarts]) -> std::io::Res
     for e in eq {
         let (m, s) = match (e.memory_gib, e.saving) {
             (Some(m), Some(s)) => (format!("{m:.1}G"), format!("{:.1}%", 100.0 * s)),
+            _ if e.saturated => ("saturated".to_string(), "-".to_string()),
             _ => ("out of range".to_string(), "-".to_string()),
         };
         writeln!(
