@@ -39,7 +39,10 @@ pub fn cold_starts_vs_memory(path: &Path, series: &[Series]) -> Result<()> {
     let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("Cold starts vs cluster memory", (FONT, 24))
+        .caption(
+            "Cold starts vs cluster memory (hollow: saturated, >1% queued)",
+            (FONT, 22),
+        )
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
@@ -66,8 +69,16 @@ pub fn cold_starts_vs_memory(path: &Path, series: &[Series]) -> Result<()> {
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
+        // Hollow markers: saturated points (over 1 % of calls queued).
         chart
-            .draw_series(line.into_iter().map(|p| Circle::new(p, 4, color.filled())))
+            .draw_series(s.points.iter().zip(line).map(|(p, xy)| {
+                let style = if p.saturated {
+                    color.stroke_width(2)
+                } else {
+                    color.filled()
+                };
+                Circle::new(xy, 5, style)
+            }))
             .map_err(err)?;
     }
     chart
