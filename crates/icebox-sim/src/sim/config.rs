@@ -114,13 +114,18 @@ impl SimConfig {
         self.node_memory.saturating_mul(u64::from(self.nodes))
     }
 
+    /// Node sizes below a GiB (or not whole GiB) are named in MiB: sweeps of small nodes
+    /// would otherwise all read "0GiB".
     pub fn label(&self) -> String {
+        const GIB: u64 = 1 << 30;
+        let size = if self.node_memory % GIB == 0 {
+            format!("{}GiB", self.node_memory / GIB)
+        } else {
+            format!("{}MiB", self.node_memory >> 20)
+        };
         format!(
-            "{} {} {} {:.0}GiB",
-            self.sharing,
-            self.technique,
-            self.keepalive,
-            self.node_memory as f64 / (1u64 << 30) as f64
+            "{} {} {} {size}",
+            self.sharing, self.technique, self.keepalive
         )
     }
 }

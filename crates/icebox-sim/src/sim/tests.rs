@@ -247,3 +247,10 @@ fn the_timeline_has_one_row_per_counted_second() {
     assert_eq!(out.timeline[0].memory_mib, 100.0);
     assert_eq!(out.timeline[4].busy_instances, 0);
 }
+
+#[test]
+fn run_labels_name_small_nodes_in_mib() {
+    assert_eq!(cfg(10, 256).label(), "process none infinite 256MiB");
+    assert_eq!(cfg(10, 2048).label(), "process none infinite 2GiB");
+    assert_eq!(cfg(10, 1536).label(), "process none infinite 1536MiB");
+}
