@@ -11,9 +11,9 @@ from .. import manifest
 from ..client import IceboxError
 from ..isolates_eval import latency, latency_render
 from ..isolates_eval.latency_run import measure_mode, measure_teardown
+from ..isolates_eval.options import int_list, isolate_settings, mode_list
 from . import register
 from .base import Recipe, RecipeContext
-from .isolates_memory import int_list, isolate_settings, mode_list
 
 
 @register

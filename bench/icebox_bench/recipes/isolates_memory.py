@@ -10,30 +10,11 @@ from pathlib import Path
 from .. import manifest
 from ..client import IceboxError
 from ..frozen_garbage.baseline import start_companion, stop_companion
-from ..isolates_eval import fit as fitting
 from ..isolates_eval import memory, memory_render
 from ..isolates_eval.memory_run import MemoryPlan, measure_mode
+from ..isolates_eval.options import int_list, isolate_settings, mode_list
 from . import register
 from .base import Recipe, RecipeContext
-
-
-def int_list(text) -> list[int]:
-    items = [int(x) for x in str(text).split(",") if x.strip()]
-    if not items or any(n < 1 for n in items):
-        raise ValueError(f"invalid list of levels {text!r}")
-    return sorted(set(items))
-
-
-def mode_list(text) -> list[str]:
-    items = [x.strip() for x in str(text).split(",") if x.strip()]
-    if not items or any(m not in fitting.MODES for m in items):
-        raise ValueError(f"invalid modes {text!r}: choose from {', '.join(fitting.MODES)}")
-    return items
-
-
-def isolate_settings(s: dict) -> dict:
-    """The isolate-mode annotations from settings (0 or absent: the daemon's default)."""
-    return {k: (int(s[f"isolate_{k}"]) if s.get(f"isolate_{k}") else None) for k in ("memory_mb", "pool", "idle_ms")}
 
 
 @register

@@ -1,0 +1,58 @@
+"""The live measurements behind sim_profile.py, one function at a time."""
+
+from __future__ import annotations
+
+from ..client import IceboxClient
+from ..desiccant_eval.actions import memory_of, reclaim, wait_frozen
+from ..invoke import invoke_once
+from ..manifest import FunctionSpec
+from . import sim_profile
+from .actions import deploy, remove, sharing_body
+from .memory import peaks
+from .memory_run import MemoryPlan, measure_mode
+
+
+async def cold_and_idle(client: IceboxClient, spec: FunctionSpec, *, runs: int, warm_n: int, size: str,
+                        measure: str, log=print) -> dict:
+    """`runs` cold starts (a new version each) with `warm_n` warm invocations after each; the
+    last instance then frozen (idle none) and reclaimed (idle desiccant)."""
+    action = f"profile-sim.{spec.name}"
+    body = sharing_body(spec, "process", concurrency=1, reclaim="desiccant")
+    out: dict = {"runs": [], "warm_durations_ms": []}
+    try:
+        instance = None
+        for i in range(runs):
+            await deploy(client, action, body)
+            records = [await invoke_once(client, action, spec.input(size), action_timeout_ms=spec.timeout_ms)
+                       for _ in range(warm_n + 1)]
+            bad = [r for r in records if r["status"] != "success"]
+            if bad:
+                raise RuntimeError(f"{spec.name}: invocation failed: {bad[0].get('error') or bad[0]['status']}")
+            if records[0].get("start_kind") != "cold":
+                log(f"warning: {spec.name}: run {i + 1}'s first invocation was {records[0].get('start_kind')}, not cold")
+            warm = records[1:]
+            out["runs"].append({"cold_ms": records[0]["latency_ms"], "start_kind": records[0].get("start_kind"),
+                                "init_ms": records[0].get("init_ms"), "warm_ms": [r["latency_ms"] for r in warm]})
+            out["warm_durations_ms"] += [float(r["duration_ms"]) for r in warm if r.get("duration_ms") is not None]
+            instance = records[-1]["instance"]
+        frozen = memory_of(await wait_frozen(client, instance))
+        out["reclaim"] = await reclaim(client, instance)
+        reclaimed = memory_of(await wait_frozen(client, instance))
+        out["idle_none"], out["idle_desiccant"] = frozen[measure], reclaimed[measure]
+        out["idle_memory"] = {"none": frozen, "desiccant": reclaimed}
+        log(f"{spec.name}: cold {[r['cold_ms'] for r in out['runs']]} ms, idle {measure} "
+            f"{frozen[measure] / 2**20:.1f} -> {reclaimed[measure] / 2**20:.1f} MiB after reclaim")
+    finally:
+        await remove(client, action, log)
+    return out
+
+
+async def measure_function(client: IceboxClient, spec: FunctionSpec, plan: MemoryPlan, modes: list[str], *,
+                           runs: int, warm_n: int, log=print) -> tuple[dict, dict]:
+    """(the function's profile entry, everything measured)."""
+    idle = await cold_and_idle(client, spec, runs=runs, warm_n=warm_n, size=plan.size, measure=plan.measure, log=log)
+    per_mode = {m: await measure_mode(client, spec, m, plan, prefix="profile-sim", log=log) for m in modes}
+    entry = sim_profile.function_entry(runs=idle["runs"], warm_durations_ms=idle["warm_durations_ms"],
+                                       peaks={m: peaks(e["points"]) for m, e in per_mode.items()},
+                                       idle_none=idle["idle_none"], idle_desiccant=idle["idle_desiccant"])
+    return entry, {"cold_and_idle": idle, "modes": per_mode}
