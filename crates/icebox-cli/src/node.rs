@@ -46,6 +46,7 @@ pub fn instances_table(list: &[InstanceView]) -> String {
         ("AGE", Align::Right),
         ("IDLE", Align::Right),
         ("INVOKES", Align::Right),
+        ("SHARING", Align::Left),
         ("USS", Align::Right),
         ("PSS", Align::Right),
         ("RSS", Align::Right),
@@ -73,6 +74,7 @@ pub fn instances_table(list: &[InstanceView]) -> String {
                 .map(table::duration_ms)
                 .unwrap_or_else(|| "-".into()),
             i.invocations.to_string(),
+            sharing_cell(i),
             size(i.memory.uss),
             size(i.memory.pss),
             size(i.memory.rss),
@@ -82,6 +84,25 @@ pub fn instances_table(list: &[InstanceView]) -> String {
         ]);
     }
     t.render()
+}
+
+/// The mode, and for runtimes that share one process the busy/live isolates or contexts as
+/// the runtime last reported them ("isolate 2/3").
+fn sharing_cell(i: &InstanceView) -> String {
+    let mode = if i.sharing_mode.is_empty() {
+        "process"
+    } else {
+        &i.sharing_mode
+    };
+    let counts = i.sharing.as_ref().and_then(|s| {
+        let group = s.get("isolates").or_else(|| s.get("contexts"))?;
+        let n = |k: &str| group.get(k).and_then(serde_json::Value::as_u64);
+        Some(format!("{}/{}", n("busy")?, n("live")?))
+    });
+    match counts {
+        Some(c) => format!("{mode} {c}"),
+        None => mode.to_string(),
+    }
 }
 
 pub fn memory(client: &Client, json_out: bool) -> Result<()> {
@@ -344,15 +365,38 @@ mod tests {
             reclaimable: Some(4 * MIB),
             reclaim_mode: "desiccant".into(),
             offload: Default::default(),
+            sharing_mode: "process".into(),
+            sharing: None,
         }];
         let reclaimable = reclaimable_table(&list);
         assert!(reclaimable.contains("desiccant"), "{reclaimable}");
         assert!(reclaimable.contains("4.0 MiB"), "{reclaimable}");
         assert_eq!(
             instances_table(&list),
-            "ID      ACTION       STATE   PIDS         AGE  IDLE  INVOKES      USS      PSS       RSS  SWAP  LOCAL  CHARGED\n\
-             i-7f3a  guest/hello  frozen  4242,4243  3m05s  2.5s       17  9.0 MiB  9.5 MiB  18.0 MiB     0      0  9.0 MiB\n"
+            "ID      ACTION       STATE   PIDS         AGE  IDLE  INVOKES  SHARING      USS      PSS       RSS  SWAP  LOCAL  CHARGED\n\
+             i-7f3a  guest/hello  frozen  4242,4243  3m05s  2.5s       17  process  9.0 MiB  9.5 MiB  18.0 MiB     0      0  9.0 MiB\n"
         );
+    }
+
+    #[test]
+    fn sharing_cell_shows_busy_and_live_isolates_or_contexts() {
+        let mut i: InstanceView = serde_json::from_value(serde_json::json!({
+            "id": "i", "action": "a", "kind": "nodejs:20", "state": "running", "pids": [],
+            "age_ms": 0, "idle_ms": null, "invocations": 0, "in_flight": 2,
+            "memory_limit": 0, "memory": {"uss": 0, "pss": 0, "rss": 0, "swap": 0, "cgroup": 0},
+            "charged": 0, "measured_at_ms": 0, "sharing_mode": "isolate",
+            "sharing": {"mode": "isolate", "isolates": {"live": 3, "busy": 2, "idle": 1}}
+        }))
+        .unwrap();
+        assert_eq!(sharing_cell(&i), "isolate 2/3");
+        i.sharing = Some(serde_json::json!({"mode": "shared", "contexts": {"live": 4, "busy": 1}}));
+        i.sharing_mode = "shared".into();
+        assert_eq!(sharing_cell(&i), "shared 1/4");
+        i.sharing = None;
+        assert_eq!(sharing_cell(&i), "shared");
+        // A daemon from before sharing modes sends neither field.
+        i.sharing_mode = String::new();
+        assert_eq!(sharing_cell(&i), "process");
     }
 
     #[test]

@@ -119,6 +119,8 @@ mod tests {
                 request_window: Some(20),
                 semiwarm: true,
             },
+            sharing_mode: "process".into(),
+            sharing: None,
         }
     }
 

@@ -50,6 +50,14 @@ pub struct InstanceView {
     /// Local and offloaded memory (FaaSMem / TMO).
     #[serde(default)]
     pub offload: OffloadView,
+    /// How the instance runs concurrent activations: process, shared or isolate.
+    #[serde(default)]
+    pub sharing_mode: String,
+    /// The runtime's own account of its isolates or contexts (the `sharing` object of its
+    /// /icebox/stats, docs/runtime-protocol.md), as of the end of its last activation; absent
+    /// in process mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharing: Option<serde_json::Value>,
 }
 
 /// What one reclaim of an instance did (POST /icebox/v1/instances/{id}/reclaim).

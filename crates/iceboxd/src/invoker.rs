@@ -16,6 +16,7 @@ use crate::pool::{AcquireError, AdmitError, EvictReason, Health, Lease, StartErr
 use crate::state::AppState;
 use axum::http::StatusCode;
 use icebox_core::{ActionSpec, ActivationRecord, ActivationResponse, ActivationStatus, KeyValue};
+use icebox_policy::SharingMode;
 use icebox_sandbox::{ExitCause, RuntimeError, RuntimeReply};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -274,7 +275,15 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
         return Delivery::Undelivered;
     }
     let marks = sandbox.logs().marks();
-    let timeout = Duration::from_millis(action.limits.timeout);
+    let sharing = crate::pool::sharing::sharing_of(action);
+    // A runtime that runs activations side by side ends one past its deadline itself (504),
+    // so its neighbours live on; the daemon only gives up on the instance if it does not.
+    let timeout = Duration::from_millis(action.limits.timeout)
+        + if sharing == SharingMode::Process {
+            Duration::ZERO
+        } else {
+            crate::pool::sharing::ISOLATE_TIMEOUT_GRACE
+        };
     enum Ran {
         Reply(Result<RuntimeReply, RuntimeError>),
         TimedOut,
@@ -300,6 +309,12 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
             json!({"error": format!("The action exceeded its time limits of {} milliseconds.", action.limits.timeout)}),
             true,
             Health::Broken(EvictReason::Error),
+        ),
+        Ran::Reply(Ok(reply)) if reply.status == RUNTIME_TIMED_OUT => (
+            ActivationStatus::DeveloperError,
+            json!({"error": format!("The action exceeded its time limits of {} milliseconds.", action.limits.timeout)}),
+            true,
+            Health::Reusable,
         ),
         Ran::Reply(Ok(reply)) => {
             let (status, result) = classify_reply(&reply);
@@ -329,6 +344,9 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
     };
     let mut logs = sandbox.logs().take_after(marks, wait).await;
     truncate_logs(&mut logs, action.limits.logs_bytes());
+    if sharing != SharingMode::Process && health == Health::Reusable {
+        crate::pool::sharing::refresh_stats(lease.instance.clone());
+    }
     lease.release(health).await;
     Delivery::Ran(RunReport {
         status,
@@ -337,6 +355,10 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
         logs,
     })
 }
+
+/// The runtime's answer when it ended an activation at its deadline and is itself fine
+/// (docs/runtime-protocol.md).
+const RUNTIME_TIMED_OUT: u16 = 504;
 
 /// The proxies' answer (502 `{error}`) when the action's result is not a JSON object
 /// (docs/runtime-protocol.md): Python and Java, then Node.js.

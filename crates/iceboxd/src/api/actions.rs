@@ -194,6 +194,14 @@ pub async fn put(
         version: String::new(),
         updated: 0,
     };
+    let language = state
+        .pool
+        .runtimes()
+        .resolve(&spec.exec.kind)
+        .map(|r| r.language().to_string())
+        .unwrap_or_default();
+    crate::pool::sharing::validate(&spec.annotations, &language, spec.limits.memory)
+        .map_err(ApiError::bad_request)?;
     let registry = state.registry.clone();
     let stored =
         tokio::task::spawn_blocking(move || registry.put_action(spec, overwrite)).await??;

@@ -5,6 +5,7 @@ use super::admission::StartReservation;
 use super::env::wants_network;
 use super::instance::{Instance, Measured, Slot};
 use super::offload::{Barrier, OffloadBook};
+use super::sharing;
 use super::{AcquireError, EvictReason, InitError, Lease, Pool, StartError};
 use crate::metrics::KindLabel;
 use icebox_core::{ActionSpec, EventKind, InstanceState};
@@ -75,9 +76,9 @@ impl Pool {
             memory_limit_bytes: action.limits.memory_bytes(),
             pids_max: self.cfg.pids_max,
             tmp_bytes: self.cfg.tmp_bytes,
-            concurrency: action.limits.concurrency,
+            concurrency: sharing::capacity_of(action),
             network: wants_network(action),
-            env: self.instance_env(mode),
+            env: [self.instance_env(mode), sharing::sharing_env(action)].concat(),
         };
         let prewarmed = stem_cell.is_some();
         let sandbox = match stem_cell {
@@ -111,6 +112,7 @@ impl Pool {
             measured: Mutex::new(Measured::default()),
             offload: OffloadBook::new(self.offload.mode_of(action)),
             offload_pool: self.offload.pool.clone(),
+            sharing_stats: Mutex::new(None),
         });
         self.offload_barrier(&instance, Barrier::Runtime).await;
         let ready_memory = instance.measure();

@@ -24,6 +24,9 @@ pub struct Instance {
     pub offload: super::offload::OffloadBook,
     /// The node's offload pool, for the RAM this instance's swapped pages take in it.
     pub offload_pool: Arc<super::PoolState>,
+    /// The runtime's last account of its isolates or contexts (`sharing` of /icebox/stats);
+    /// `None` in process mode and until the first activation ends.
+    pub sharing_stats: Mutex<Option<serde_json::Value>>,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -23,6 +23,7 @@ mod manager;
 mod offload;
 mod prewarm;
 mod reclaim;
+pub mod sharing;
 mod slots;
 mod view;
 

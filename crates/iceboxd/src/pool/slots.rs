@@ -5,7 +5,9 @@
 use super::instance::{Instance, Slot};
 use super::{EvictReason, Health};
 use icebox_core::{ActionSpec, ChargeMode, InstanceState};
-use icebox_policy::{Admission, EvictionReason, KeepAlivePolicy, Millis, PoolEntry};
+use icebox_policy::{
+    join_busy, Admission, Busy, EvictionReason, KeepAlivePolicy, Millis, PoolEntry,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -98,16 +100,17 @@ impl Slots {
                 && s.instance.sandbox.exit_cause().is_none()
         };
         // A running instance with spare intra-instance concurrency first (no thaw needed).
-        let busy_with_room = t
+        let busy: Vec<Busy> = t
             .slots
             .values()
-            .filter(|s| {
-                current(s)
-                    && s.state == InstanceState::Running
-                    && s.in_flight < action.limits.concurrency
+            .filter(|s| current(s) && s.state == InstanceState::Running)
+            .map(|s| Busy {
+                id: &s.instance.id,
+                in_flight: s.in_flight,
             })
-            .min_by_key(|s| (s.in_flight, s.instance.id.clone()))
-            .map(|s| s.instance.id.clone());
+            .collect();
+        let busy_with_room =
+            join_busy(&busy, super::sharing::capacity_of(action)).map(str::to_string);
         let chosen = busy_with_room.or_else(|| {
             let candidates: Vec<PoolEntry> = self
                 .entries(&t)

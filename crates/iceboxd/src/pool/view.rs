@@ -36,6 +36,10 @@ impl Pool {
                 .instance
                 .offload
                 .view(measured.local, measured.memory.swap),
+            sharing_mode: super::sharing::sharing_of(&s.instance.action)
+                .as_str()
+                .to_string(),
+            sharing: s.instance.sharing_stats.lock().unwrap().clone(),
         }
     }
 

@@ -1,0 +1,227 @@
+//! Runtime sharing (annotation `icebox.sharing`): how many concurrent activations one instance
+//! of an action takes, what its runtime is told at start-up, and the runtime's own account of
+//! its isolates or contexts, shown per instance.
+
+use super::Instance;
+use icebox_core::action::KeyValue;
+use icebox_core::ActionSpec;
+use icebox_policy::SharingMode;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+const ANNOTATION: &str = "icebox.sharing";
+/// Isolate-mode settings and their environment variables (docs/isolates.md).
+const ISOLATE_MEMORY: (&str, &str) = ("icebox.isolate_memory", "ICEBOX_ISOLATE_MEMORY_MB");
+const ISOLATE_POOL: (&str, &str) = ("icebox.isolate_pool", "ICEBOX_ISOLATE_POOL");
+const ISOLATE_IDLE: (&str, &str) = ("icebox.isolate_idle_ms", "ICEBOX_ISOLATE_IDLE_MS");
+const DEFAULT_ISOLATE_POOL: u64 = 1;
+const DEFAULT_ISOLATE_IDLE_MS: u64 = 10_000;
+/// V8 cannot run a useful isolate in less old space than this.
+const MIN_ISOLATE_MEMORY_MB: u64 = 16;
+/// The runtime terminates an isolate past the activation's deadline and answers for it; the
+/// daemon waits this much longer before it gives up on the whole instance.
+pub const ISOLATE_TIMEOUT_GRACE: Duration = Duration::from_secs(2);
+/// A stats request to a runtime that is being frozen must not hang a task forever.
+const STATS_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The action's mode. Deployment rejects values that do not parse, so an unreadable one (only
+/// possible in a registry written by hand) falls back to the safe default.
+pub fn sharing_of(action: &ActionSpec) -> SharingMode {
+    action
+        .annotation(ANNOTATION)
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_default()
+}
+
+/// Concurrent activations one instance of the action runs.
+pub fn capacity_of(action: &ActionSpec) -> u32 {
+    sharing_of(action).capacity(action.limits.concurrency)
+}
+
+/// What the runtime is started with for the action's mode (docs/runtime-protocol.md).
+pub fn sharing_env(action: &ActionSpec) -> Vec<(String, String)> {
+    let mode = sharing_of(action);
+    let mut env = vec![("ICEBOX_SHARING".to_string(), mode.as_str().to_string())];
+    if mode == SharingMode::Isolate {
+        let memory_mb = action.limits.memory;
+        let per_isolate =
+            (memory_mb / u64::from(action.limits.concurrency.max(1))).max(MIN_ISOLATE_MEMORY_MB);
+        let setting = |(key, var): (&str, &str), default: u64| {
+            let value = action.annotation(key).and_then(number).unwrap_or(default);
+            (var.to_string(), value.to_string())
+        };
+        env.push(setting(ISOLATE_MEMORY, per_isolate));
+        env.push(setting(ISOLATE_POOL, DEFAULT_ISOLATE_POOL));
+        env.push(setting(ISOLATE_IDLE, DEFAULT_ISOLATE_IDLE_MS));
+    }
+    env
+}
+
+/// Annotations carry numbers as JSON numbers or strings (the CLI's `-a key value`).
+fn number(v: &Value) -> Option<u64> {
+    v.as_u64()
+        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
+/// Checked at deployment, so a bad setting is a 400 now rather than a failed cold start later.
+/// `language` is the runtime language of the action's kind.
+pub fn validate(annotations: &[KeyValue], language: &str, memory_mb: u64) -> Result<(), String> {
+    let get = |key: &str| {
+        annotations
+            .iter()
+            .find(|kv| kv.key == key)
+            .map(|kv| &kv.value)
+    };
+    let mode = match get(ANNOTATION) {
+        None => SharingMode::Process,
+        Some(v) => v
+            .as_str()
+            .ok_or_else(|| format!("The annotation '{ANNOTATION}' must be a string."))?
+            .parse::<SharingMode>()
+            .map_err(|e| format!("The annotation '{ANNOTATION}': {e}."))?,
+    };
+    if mode == SharingMode::Isolate && language != "nodejs" {
+        return Err(format!(
+            "The annotation '{ANNOTATION}' is 'isolate', which only Node.js actions support \
+             (this action's runtime is {language}); use 'shared' or 'process'."
+        ));
+    }
+    for (key, _) in [ISOLATE_MEMORY, ISOLATE_POOL, ISOLATE_IDLE] {
+        let Some(v) = get(key) else { continue };
+        if mode != SharingMode::Isolate {
+            return Err(format!(
+                "The annotation '{key}' only applies with '{ANNOTATION}' set to 'isolate'."
+            ));
+        }
+        let n = number(v)
+            .ok_or_else(|| format!("The annotation '{key}' must be a non-negative integer."))?;
+        if key == ISOLATE_MEMORY.0 && !(MIN_ISOLATE_MEMORY_MB..=memory_mb).contains(&n) {
+            return Err(format!(
+                "The annotation '{key}' must be between {MIN_ISOLATE_MEMORY_MB} and the action's \
+                 memory limit ({memory_mb} MB), got {n}."
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Ask the runtime for its `sharing` account and keep it on the instance for the node API.
+/// Called after an activation ends, while the instance is still awake; a runtime that does not
+/// answer in time (frozen meanwhile) keeps the previous account.
+pub fn refresh_stats(instance: Arc<Instance>) {
+    tokio::spawn(async move {
+        let client = instance.sandbox.client();
+        let Ok(Ok(reply)) = tokio::time::timeout(STATS_TIMEOUT, client.get("/icebox/stats")).await
+        else {
+            return;
+        };
+        if let Some(sharing) = reply.json().and_then(|v| v.get("sharing").cloned()) {
+            *instance.sharing_stats.lock().unwrap() = Some(sharing);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kv(key: &str, value: Value) -> KeyValue {
+        KeyValue {
+            key: key.to_string(),
+            value,
+        }
+    }
+
+    fn action(annotations: Vec<KeyValue>, memory: u64, concurrency: u32) -> ActionSpec {
+        let mut spec = crate::registry::testutil::spec("ns", "a");
+        spec.annotations = annotations;
+        spec.limits.memory = memory;
+        spec.limits.concurrency = concurrency;
+        spec
+    }
+
+    #[test]
+    fn default_is_one_activation_per_instance() {
+        let a = action(vec![], 256, 8);
+        assert_eq!(sharing_of(&a), SharingMode::Process);
+        assert_eq!(capacity_of(&a), 1);
+        assert_eq!(
+            sharing_env(&a),
+            [("ICEBOX_SHARING".into(), "process".into())]
+        );
+    }
+
+    #[test]
+    fn isolate_env_splits_the_memory_limit_unless_told_otherwise() {
+        let a = action(vec![kv(ANNOTATION, json!("isolate"))], 256, 8);
+        assert_eq!(capacity_of(&a), 8);
+        let env = sharing_env(&a);
+        assert!(
+            env.contains(&("ICEBOX_ISOLATE_MEMORY_MB".into(), "32".into())),
+            "{env:?}"
+        );
+        assert!(
+            env.contains(&("ICEBOX_ISOLATE_POOL".into(), "1".into())),
+            "{env:?}"
+        );
+        let a = action(
+            vec![
+                kv(ANNOTATION, json!("isolate")),
+                kv("icebox.isolate_memory", json!("64")),
+                kv("icebox.isolate_pool", json!(3)),
+            ],
+            256,
+            64,
+        );
+        let env = sharing_env(&a);
+        assert!(
+            env.contains(&("ICEBOX_ISOLATE_MEMORY_MB".into(), "64".into())),
+            "{env:?}"
+        );
+        assert!(
+            env.contains(&("ICEBOX_ISOLATE_POOL".into(), "3".into())),
+            "{env:?}"
+        );
+        // 256 MB over 64 isolates would be 4 MB: raised to what V8 needs.
+        let a = action(vec![kv(ANNOTATION, json!("isolate"))], 256, 64);
+        assert!(sharing_env(&a).contains(&("ICEBOX_ISOLATE_MEMORY_MB".into(), "16".into())));
+    }
+
+    #[test]
+    fn validation_names_what_is_wrong() {
+        assert!(validate(&[], "python", 256).is_ok());
+        assert!(validate(&[kv(ANNOTATION, json!("shared"))], "java", 256).is_ok());
+        let err = validate(&[kv(ANNOTATION, json!("threads"))], "nodejs", 256).unwrap_err();
+        assert!(err.contains("'threads'"), "{err}");
+        let err = validate(&[kv(ANNOTATION, json!(true))], "nodejs", 256).unwrap_err();
+        assert!(err.contains("must be a string"), "{err}");
+        let err = validate(&[kv(ANNOTATION, json!("isolate"))], "python", 256).unwrap_err();
+        assert!(err.contains("only Node.js"), "{err}");
+        let iso = kv(ANNOTATION, json!("isolate"));
+        assert!(validate(
+            &[iso.clone(), kv("icebox.isolate_pool", json!(2))],
+            "nodejs",
+            256
+        )
+        .is_ok());
+        let err = validate(
+            &[iso.clone(), kv("icebox.isolate_memory", json!(512))],
+            "nodejs",
+            256,
+        )
+        .unwrap_err();
+        assert!(err.contains("between 16 and"), "{err}");
+        let err = validate(
+            &[iso, kv("icebox.isolate_idle_ms", json!("soon"))],
+            "nodejs",
+            256,
+        )
+        .unwrap_err();
+        assert!(err.contains("non-negative integer"), "{err}");
+        let err = validate(&[kv("icebox.isolate_pool", json!(2))], "nodejs", 256).unwrap_err();
+        assert!(err.contains("only applies"), "{err}");
+    }
+}
