@@ -72,6 +72,7 @@ async def measure_action(client: IceboxClient, action: str) -> dict:
     measured = [v for v in await asyncio.gather(*(fresh(v) for v in views)) if v is not None]
     out = {"t_ms": round(time.time() * 1000.0, 3), "instances": len(measured),
            "in_flight": sum(int(v.get("in_flight") or 0) for v in measured),
+           "sharing_modes": [v.get("sharing_mode") for v in measured],
            "sharing": [v.get("sharing") for v in measured]}
     for m in ("uss", "pss", "rss"):
         out[m] = sum(int((v.get("memory") or {}).get(m) or 0) for v in measured)
@@ -79,7 +80,11 @@ async def measure_action(client: IceboxClient, action: str) -> dict:
 
 
 def reported_modes(sample: dict) -> set[str]:
-    return {s.get("mode") for s in sample.get("sharing") or [] if isinstance(s, dict) and s.get("mode")}
+    """The modes the daemon (`sharing_mode`) and the runtimes (`sharing.mode`) say the
+    instances run in; empty from a daemon that reports neither."""
+    modes = {m for m in sample.get("sharing_modes") or [] if m}
+    modes |= {s.get("mode") for s in sample.get("sharing") or [] if isinstance(s, dict) and s.get("mode")}
+    return modes
 
 
 async def wait_gone(client: IceboxClient, action: str, timeout_s: float = 30.0) -> None:

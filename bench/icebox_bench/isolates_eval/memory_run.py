@@ -51,7 +51,7 @@ async def measure_mode(client: IceboxClient, spec: FunctionSpec, mode: str, plan
                 reported |= reported_modes(s)
                 if samples is not None:
                     samples.write({"function": spec.name, "mode": mode, "concurrency": n,
-                                   **{k: v for k, v in s.items() if k != "sharing"}})
+                                   **s})
             failed = r.failures()
             if failed:
                 errors[str(n)] = str(failed[0].get("error") or failed[0]["status"])

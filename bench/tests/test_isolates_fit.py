@@ -1,0 +1,93 @@
+"""The isolates thesis' memory fit (isolates_eval/fit.py) and isolates-memory's summary
+(isolates_eval/memory.py), on numbers recorded from real runs of the recipe on this machine."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from icebox_bench.isolates_eval import fit, memory, memory_render
+
+# `icebox-bench run isolates-memory --functions fft --levels 1,2 --hold 1` (fft, before the
+# sharing modes existed: all three modes ran both activations in one instance), PSS peaks, MiB.
+FFT_PROCESS = {1: 79.15, 2: 88.061}
+FFT_ISOLATE = {1: 87.626, 2: 71.492}
+
+
+def test_increment_is_the_slope_rounded_up_and_base_the_lowest_upper_bound():
+    f = fit.fit(FFT_PROCESS)
+    assert f.slope_mb == pytest.approx(88.061 - 79.15)
+    assert f.increment_mb == 9 == math.ceil(f.slope_mb)
+    # The line through the n=1 point with slope 9 lies above n=2 (79.15 + 9 > 88.061).
+    assert f.base_mb == pytest.approx(79.15)
+    assert f.base0_mb == pytest.approx(70.15)
+    assert all(f.limit(n) >= v - 1e-9 for n, v in FFT_PROCESS.items())
+
+
+def test_a_falling_profile_costs_no_increment_and_its_base_covers_the_highest_point():
+    f = fit.fit(FFT_ISOLATE)
+    assert f.slope_mb < 0
+    assert f.increment_mb == 0
+    assert f.base_mb == pytest.approx(87.626)
+
+
+def test_the_bound_touches_at_least_one_point_and_exceeds_none():
+    points = {1: 52.3, 2: 61.0, 4: 70.2, 8: 99.9, 16: 141.7}
+    f = fit.fit(points)
+    gaps = [f.limit(n) - v for n, v in points.items()]
+    assert min(gaps) == pytest.approx(0.0, abs=1e-9)
+    assert all(g >= -1e-9 for g in gaps)
+
+
+def test_fit_needs_a_point():
+    with pytest.raises(ValueError):
+        fit.fit({})
+
+
+def test_crossover_is_where_the_isolate_line_meets_the_shared_one():
+    # The thesis' Table 4.1, REST request: Photons 110 + 3/activation, isolate 66 + 15; the
+    # text: "larger ... when there are more than 5 concurrent invocations".
+    shared = fit.Fit(slope_mb=3.0, increment_mb=3, base_mb=110.0, points=5)
+    isolate = fit.Fit(slope_mb=15.0, increment_mb=15, base_mb=66.0, points=5)
+    assert fit.crossover(isolate, shared) == 5  # 66 + 4*15 = 126 >= 110 + 4*3 = 122
+    # Memory allocator (Photons 119 + 195, isolate 76 + 21): isolate stays cheaper.
+    assert fit.crossover(fit.Fit(21, 21, 76, 5), fit.Fit(195, 195, 119, 5)) is None
+    assert fit.measured_crossover({1: 50, 2: 70, 4: 90}, {1: 60, 2: 65, 4: 95}) == 2
+
+
+def _points(peaks: dict[int, float]) -> dict:
+    return {str(n): {"peak_mb": v, "mean_mb": v, "samples": 6, "instances": 1, "in_flight_mean": float(n),
+                     "invocations": 10, "failures": 0} for n, v in peaks.items()}
+
+
+def test_function_entry_ratio_at_8_crossover_and_targets():
+    entry = memory.function_entry({
+        "process": {"points": _points({1: 60.0, 8: 480.0})},
+        "shared": {"points": _points({1: 70.0, 8: 91.0})},
+        "isolate": {"points": _points({1: 62.0, 8: 150.0})},
+    })
+    assert entry["isolate_over_process_at_8"]["measured"] == pytest.approx(150 / 480, abs=1e-4)
+    assert entry["crossover"]["measured"] == 8
+    summary = memory.summary("pss", [1, 8], {"f": entry})
+    assert summary["targets"] == [{"function": "f", "target": "isolate/process memory at n=8 <= 0.6",
+                                   "value": pytest.approx(0.3125), "met": True}]
+    json.dumps(summary)
+
+
+def test_level_point_takes_peak_and_mean_of_the_samples_in_mib():
+    mib = 1024 * 1024
+    samples = [{"instances": 2, "in_flight": 2, "pss": 100 * mib}, {"instances": 2, "in_flight": 1, "pss": 120 * mib}]
+    p = memory.level_point(samples, "pss", invocations=7, failures=1)
+    assert p["peak_mb"] == 120.0 and p["mean_mb"] == 110.0 and p["in_flight_mean"] == 1.5
+    with pytest.raises(ValueError):
+        memory.level_point([{"instances": 0, "in_flight": 0, "pss": 0}], "pss", invocations=0, failures=0)
+
+
+def test_render_writes_the_tables_and_the_plot(tmp_path):
+    entry = memory.function_entry({"process": {"points": _points(FFT_PROCESS)},
+                                   "isolate": {"points": _points(FFT_ISOLATE)}})
+    files = memory_render.render(tmp_path, memory.summary("pss", [1, 2], {"fft": entry}))
+    assert [f.name for f in files] == ["isolates-memory.md", "isolates_memory.png"]
+    assert "| fft | process | 79.2 |" in (tmp_path / "isolates-memory.md").read_text()
