@@ -33,12 +33,28 @@ def test_a_falling_profile_costs_no_increment_and_its_base_covers_the_highest_po
     assert f.base_mb == pytest.approx(87.626)
 
 
+# The same recipe, default levels, with the daemon's sharing modes (before the Node.js
+# runtime had them: "shared" is concurrent activations in one plain process).
+FFT5_PROCESS = {1: 73.057, 2: 144.286, 4: 253.209, 8: 456.398, 16: 856.21}
+FFT5_SHARED = {1: 74.418, 2: 63.709, 4: 59.96, 8: 65.301, 16: 59.833}
+CLOCK5_SHARED = {1: 56.688, 2: 62.756, 4: 68.95, 8: 76.428, 16: 98.84}
+
+
 def test_the_bound_touches_at_least_one_point_and_exceeds_none():
-    points = {1: 52.3, 2: 61.0, 4: 70.2, 8: 99.9, 16: 141.7}
-    f = fit.fit(points)
-    gaps = [f.limit(n) - v for n, v in points.items()]
-    assert min(gaps) == pytest.approx(0.0, abs=1e-9)
-    assert all(g >= -1e-9 for g in gaps)
+    for points, increment, base in ((FFT5_PROCESS, 52, 97.209), (FFT5_SHARED, 0, 74.418), (CLOCK5_SHARED, 3, 59.95)):
+        f = fit.fit(points)
+        assert f.increment_mb == increment
+        assert f.base_mb == pytest.approx(base, abs=1e-3)
+        gaps = [f.limit(n) - v for n, v in points.items()]
+        assert min(gaps) == pytest.approx(0.0, abs=1e-9)
+        assert all(g >= -1e-9 for g in gaps)
+
+
+def test_process_mode_grows_by_about_one_instance_per_activation():
+    # n activations = n instances: the slope is one instance's memory, its base the bound at n=1.
+    f = fit.fit(FFT5_PROCESS)
+    assert f.slope_mb == pytest.approx(51.542, abs=1e-3)
+    assert fit.crossover(f, fit.fit(FFT5_SHARED)) == 1
 
 
 def test_fit_needs_a_point():

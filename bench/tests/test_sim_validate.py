@@ -80,14 +80,28 @@ def test_compare_gives_relative_differences_and_targets():
 
 
 def test_read_sim_averages_the_timeline_over_the_horizon(tmp_path):
-    (tmp_path / "summary.json").write_text(json.dumps({"cold_starts": 7, "events_per_s": 1e7}))
-    (tmp_path / "timeline.csv").write_text("t_s,memory_mb,active_memory_mb,instances,queued\n0,100,0,1,0\n1,300,50,2,0\n")
+    # The layout icebox-sim writes (crates/icebox-sim/src/output.rs).
+    (tmp_path / "summary.json").write_text(json.dumps({"tool": "icebox-sim", "events_per_s": 1e7,
+                                                       "runs": [{"label": "x", "metrics": {"cold_starts": 7}}]}))
+    (tmp_path / "timeline.csv").write_text("run,second,memory_mib,active_mib,instances,busy_instances,queued\n"
+                                           "x,0,100.0,0.0,1,0,0\nx,1,300.0,50.0,2,1,0\n")
     got = sim_run.read_sim(tmp_path, horizon_ms=2000.0)
-    assert got["cold_starts"] == 7 and got["avg_memory_mb"] == 200.0
+    assert got["cold_starts"] == 7 and got["avg_memory_mb"] == 200.0 and got["events_per_s"] == 1e7
 
 
 def test_sim_argv_follows_the_spec_cli(tmp_path):
     argv = sim_run.sim_argv(tmp_path / "icebox-sim", tmp_path / "e.csv", tmp_path / "p.json", tmp_path / "out",
                             node_memory="8GiB", keepalive_s=300, sharing="process", concurrency=1)
     assert argv[1:5] == ["--trace", f"events:{tmp_path / 'e.csv'}", "--profiles", str(tmp_path / "p.json")]
-    assert "--keepalive" in argv and "ttl:300s" in argv and ["--nodes", "1"] == argv[5:7]
+    assert argv[5:9] == ["--mapping", "round-robin", "--nodes", "1"]
+    assert "--keepalive" in argv and "ttl:300s" in argv
+
+
+def test_actions_sort_in_the_order_the_simulator_meets_them():
+    invs = [TraceInvocation(5.0, "late"), TraceInvocation(1.0, "early"), TraceInvocation(3.0, "mid"),
+            TraceInvocation(0.5, "unkept")]
+    order = sim_validate.by_first_appearance(invs, ["late", "mid", "early"])
+    assert order == ["early", "mid", "late"]
+    actions = sim_validate.assign_actions(order, ["filehash", "image"])
+    names = [actions[f][0] for f in order]
+    assert names == sorted(names) == ["sv000.filehash", "sv001.image", "sv002.filehash"]

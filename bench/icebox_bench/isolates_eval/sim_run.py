@@ -19,9 +19,10 @@ def sim_binary() -> Path:
 
 def sim_argv(binary: Path, events_csv: Path, profiles: Path, out: Path, *, node_memory: str, keepalive_s: float,
              sharing: str, concurrency: int, technique: str = "none") -> list[str]:
-    return [str(binary), "--trace", f"events:{events_csv}", "--profiles", str(profiles), "--nodes", "1",
-            "--node-memory", node_memory, "--keepalive", f"ttl:{keepalive_s:g}s", "--sharing", sharing,
-            "--concurrency", str(concurrency), "--technique", technique, "--out", str(out)]
+    return [str(binary), "--trace", f"events:{events_csv}", "--profiles", str(profiles),
+            "--mapping", "round-robin", "--nodes", "1", "--node-memory", node_memory,
+            "--keepalive", f"ttl:{keepalive_s:g}s", "--sharing", sharing, "--concurrency", str(concurrency),
+            "--technique", technique, "--out", str(out)]
 
 
 def run_sim(argv: list[str], log_path: Path, timeout_s: float = 600.0) -> float:
@@ -75,9 +76,8 @@ def timeline_memory(path: Path) -> list[tuple[float, float]]:
 
 def read_sim(out: Path, horizon_ms: float) -> dict:
     """{"cold_starts", "avg_memory_mb", "events_per_s", "summary"} from the simulator's --out DIR."""
-    summary = json.loads((out / "summary.json").read_text())
-    if isinstance(summary.get("runs"), list) and summary["runs"]:
-        summary = summary["runs"][0]
+    top = json.loads((out / "summary.json").read_text())
+    summary = top["runs"][0] if isinstance(top.get("runs"), list) and top["runs"] else top
     cold = _find(summary, "cold_starts", "cold_start_count")
     avg = None
     timeline = out / "timeline.csv"
@@ -90,4 +90,4 @@ def read_sim(out: Path, horizon_ms: float) -> dict:
                 avg = _mb(value, key)
                 break
     return {"cold_starts": cold, "avg_memory_mb": round(avg, 3) if avg is not None else None,
-            "events_per_s": _find(summary, "events_per_s", "events_per_second"), "summary": summary}
+            "events_per_s": _find(top, "events_per_s", "events_per_second"), "summary": top}

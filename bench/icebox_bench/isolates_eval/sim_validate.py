@@ -80,8 +80,21 @@ def choose_functions(invocations: list[TraceInvocation], budget: int, seed: int,
     return kept
 
 
+def by_first_appearance(invocations: list[TraceInvocation], functions: list[str]) -> list[str]:
+    """`functions` ordered by their first invocation (ties by name)."""
+    first: dict[str, float] = {}
+    wanted = set(functions)
+    for inv in invocations:
+        if inv.function in wanted and (inv.function not in first or inv.time_s < first[inv.function]):
+            first[inv.function] = inv.time_s
+    return sorted(functions, key=lambda f: (first.get(f, float("inf")), f))
+
+
 def assign_actions(trace_functions: list[str], bench_functions: list[str]) -> dict[str, tuple[str, str]]:
-    """{trace function: (action, benchmark function)}, round-robin in the given order."""
+    """{trace function: (action, benchmark function)}, round-robin in the given order. Given in
+    order of first appearance, the action names sort in the order the simulator meets them in
+    events.csv, so its `--mapping round-robin` (k-th function met → k-th profile by name) gives
+    every action its own profile."""
     if not bench_functions:
         raise ValueError("no benchmark function")
     return {t: (f"sv{k:03d}.{bench_functions[k % len(bench_functions)]}", bench_functions[k % len(bench_functions)])

@@ -77,7 +77,8 @@ class SimValidate(Recipe):
         by_name = {x.name: x for x in specs}
         start, trace = trace_window(resolve_trace(str(s["trace"])), minutes, str(s["expansion"]), seed)
         budget = int(float(s["max_rate"]) * minutes * 60.0 / speed)
-        kept = sim_validate.choose_functions(trace.invocations, budget, seed, int(s["max_functions"]))
+        kept = sim_validate.by_first_appearance(
+            trace.invocations, sim_validate.choose_functions(trace.invocations, budget, seed, int(s["max_functions"])))
         actions = sim_validate.assign_actions(kept, [x.name for x in specs])
         ctx.log(f"busiest {minutes} min from minute {start}: {len(trace.invocations)} invocations; kept "
                 f"{len(kept)} trace functions under {budget} invocations")
