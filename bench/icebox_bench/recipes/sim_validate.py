@@ -100,7 +100,7 @@ class SimValidate(Recipe):
                       "statuses": r["statuses"], "lag_ms": r["lag_ms"], "samples": len(r["memory"])}
         ctx.run_dir.write_json("replay_memory.json", r["memory"])
         sim = None
-        binary = sim_run.sim_binary()
+        binary = Path(s["sim_binary"]) if s.get("sim_binary") else sim_run.sim_binary()
         argv = sim_run.sim_argv(binary, events_csv, sim_profiles, ctx.run_dir.path / "sim",
                                 node_memory=str(s["node_memory"]), keepalive_s=keep_alive_s, sharing=sharing,
                                 concurrency=concurrency)
