@@ -39,7 +39,10 @@ def add_parser(subparsers) -> None:
     s.add_argument("--levels", default="1,2,4,8", help="concurrency levels of the memory fit (default 1,2,4,8)")
     s.add_argument("--hold", type=float, default=2.0, help="seconds sampled per level (default 2)")
     s.add_argument("--cold-runs", type=int, default=3, help="cold starts per function (default 3)")
-    s.add_argument("--measure", choices=("pss", "uss", "rss"), default="pss", help="memory measure (default pss)")
+    s.add_argument("--measure", choices=("pss", "uss", "rss"), default="uss",
+                   help="memory measure (default uss: it adds up across instances, as the simulator charges them)")
+    s.add_argument("--idle-after", type=int, default=None, metavar="N",
+                   help="idle memory of an instance after N invocations (default: after the last cold start's -n warm ones)")
     s.add_argument("--memory-mb", type=int, default=2048, help="action memory limit while measuring modes (default 2048)")
     add_connection(p)
     add_functions_dir(p)
@@ -78,7 +81,8 @@ async def _sim_profile(client: IceboxClient, specs, args) -> tuple[dict, dict]:
                 companions.append(spec.language)
             try:
                 functions[spec.name], details[spec.name] = await measure_function(
-                    client, spec, plan, modes, runs=args.cold_runs, warm_n=args.n, log=log)
+                    client, spec, plan, modes, runs=args.cold_runs, warm_n=args.n, idle_after=args.idle_after,
+                    log=log)
             except (IceboxError, RuntimeError, ValueError) as e:
                 log(f"error: {spec.name}: {e}")
                 details[spec.name] = {"error": str(e)}

@@ -13,9 +13,12 @@ from .memory_run import MemoryPlan, measure_mode
 
 
 async def cold_and_idle(client: IceboxClient, spec: FunctionSpec, *, runs: int, warm_n: int, size: str,
-                        measure: str, log=print) -> dict:
+                        measure: str, idle_after: int | None = None, log=print) -> dict:
     """`runs` cold starts (a new version each) with `warm_n` warm invocations after each; the
-    last instance then frozen (idle none) and reclaimed (idle desiccant)."""
+    last instance then frozen (idle none) and reclaimed (idle desiccant). With `idle_after`,
+    the idle memory is that of one more new instance after that many invocations instead: an
+    idle instance holds the garbage of the invocations it ran, so the profile should match how
+    often the simulated functions run."""
     action = f"profile-sim.{spec.name}"
     body = sharing_body(spec, "process", concurrency=1, reclaim="desiccant")
     out: dict = {"runs": [], "warm_durations_ms": []}
@@ -35,6 +38,14 @@ async def cold_and_idle(client: IceboxClient, spec: FunctionSpec, *, runs: int, 
                                 "init_ms": records[0].get("init_ms"), "warm_ms": [r["latency_ms"] for r in warm]})
             out["warm_durations_ms"] += [float(r["duration_ms"]) for r in warm if r.get("duration_ms") is not None]
             instance = records[-1]["instance"]
+        if idle_after is not None:
+            await deploy(client, action, body)
+            for _ in range(idle_after):
+                r = await invoke_once(client, action, spec.input(size), action_timeout_ms=spec.timeout_ms)
+                if r["status"] != "success":
+                    raise RuntimeError(f"{spec.name}: invocation failed: {r.get('error') or r['status']}")
+            instance = r["instance"]
+            out["idle_after"] = idle_after
         frozen = memory_of(await wait_frozen(client, instance))
         out["reclaim"] = await reclaim(client, instance)
         reclaimed = memory_of(await wait_frozen(client, instance))
@@ -48,9 +59,10 @@ async def cold_and_idle(client: IceboxClient, spec: FunctionSpec, *, runs: int, 
 
 
 async def measure_function(client: IceboxClient, spec: FunctionSpec, plan: MemoryPlan, modes: list[str], *,
-                           runs: int, warm_n: int, log=print) -> tuple[dict, dict]:
+                           runs: int, warm_n: int, idle_after: int | None = None, log=print) -> tuple[dict, dict]:
     """(the function's profile entry, everything measured)."""
-    idle = await cold_and_idle(client, spec, runs=runs, warm_n=warm_n, size=plan.size, measure=plan.measure, log=log)
+    idle = await cold_and_idle(client, spec, runs=runs, warm_n=warm_n, size=plan.size, measure=plan.measure,
+                               idle_after=idle_after, log=log)
     per_mode = {m: await measure_mode(client, spec, m, plan, prefix="profile-sim", log=log) for m in modes}
     entry = sim_profile.function_entry(runs=idle["runs"], warm_durations_ms=idle["warm_durations_ms"],
                                        peaks={m: peaks(e["points"]) for m, e in per_mode.items()},

@@ -1,5 +1,5 @@
 """The live part of sim-validate: the events replayed open-loop on iceboxd, one action per
-kept trace function, the action instances' PSS sampled every second."""
+kept trace function, the action instances' memory (USS by default) sampled every second."""
 
 from __future__ import annotations
 
@@ -32,14 +32,15 @@ class ReplayPlan:
     tail_s: float
     size: str = "A"
     drain_timeout_s: float = 120.0
+    measure: str = "uss"
 
 
-async def _sample(client: IceboxClient, actions: set[str], t0_ms: float, out: list, stop: asyncio.Event,
-                  period_s: float = 1.0) -> None:
+async def _sample(client: IceboxClient, actions: set[str], measure: str, t0_ms: float, out: list,
+                  stop: asyncio.Event, period_s: float = 1.0) -> None:
     while not stop.is_set():
         try:
             views = await client.instances()
-            total = sum(int((v.get("memory") or {}).get("pss") or 0) for v in views
+            total = sum(int((v.get("memory") or {}).get(measure) or 0) for v in views
                         if str(v.get("action", "")).rsplit("/", 1)[-1] in actions)
             out.append((time.time() * 1000.0 - t0_ms, total / MIB))
         except IceboxError:
@@ -66,7 +67,7 @@ async def replay(client: IceboxClient, plan: ReplayPlan, invocations: JsonlWrite
     samples: list[tuple[float, float]] = []
     stop = asyncio.Event()
     t0_ms = time.time() * 1000.0 + driver.start_delay_s * 1000.0
-    sampler = asyncio.create_task(_sample(client, names, t0_ms, samples, stop))
+    sampler = asyncio.create_task(_sample(client, names, plan.measure, t0_ms, samples, stop))
     try:
         log(f"replaying {len(sched.items)} invocations over {sched.length_s():.0f} s")
         result = await driver.run()

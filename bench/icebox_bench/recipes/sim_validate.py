@@ -52,18 +52,20 @@ class SimValidate(Recipe):
         parser.add_argument("--profiles", default=None, help="profile JSON from `profile --sim` (default: measured now)")
         parser.add_argument("--seed", type=int, default=None)
 
-    async def _profile(self, ctx: RecipeContext, specs, sharing: str) -> dict:
+    async def _profile(self, ctx: RecipeContext, specs, sharing: str, idle_after: int) -> dict:
         s = ctx.settings
         if s.get("profiles"):
             return json.loads(Path(s["profiles"]).read_text())
-        plan = MemoryPlan(levels=int_list(s["profile_levels"]), measure="pss", memory_mb=int(s["memory_mb"]),
+        plan = MemoryPlan(levels=int_list(s["profile_levels"]), measure=str(s["measure"]),
+                          memory_mb=int(s["memory_mb"]),
                           hold_s=float(s["profile_hold"]), size=str(s["input"]))
         functions = {}
         await start_companion(ctx.client, specs[0].language, specs[0].kind, None)
         try:
             for spec in specs:
                 functions[spec.name], _ = await measure_function(ctx.client, spec, plan, [sharing],
-                                                                 runs=int(s["profile_cold_runs"]), warm_n=5, log=ctx.log)
+                                                                 runs=int(s["profile_cold_runs"]), warm_n=5,
+                                                                 idle_after=idle_after, log=ctx.log)
         finally:
             await stop_companion(ctx.client, specs[0].language)
         return sim_profile.profile("sim-validate (measured before the replay)", functions)
@@ -82,7 +84,12 @@ class SimValidate(Recipe):
         actions = sim_validate.assign_actions(kept, [x.name for x in specs])
         ctx.log(f"busiest {minutes} min from minute {start}: {len(trace.invocations)} invocations; kept "
                 f"{len(kept)} trace functions under {budget} invocations")
-        profile = await self._profile(ctx, specs, sharing)
+        # An idle instance holds the garbage of the invocations it ran: the profile's idle
+        # memory is taken after as many as an action gets on average in the window.
+        counted = sum(1 for inv in trace.invocations if inv.function in actions)
+        idle_after = max(1, round(counted / max(1, len(actions))))
+        ctx.log(f"{counted} invocations of {len(actions)} actions: idle memory after {idle_after} invocation(s)")
+        profile = await self._profile(ctx, specs, sharing, idle_after)
         write_json(ctx.run_dir.file("profile.json"), profile)
         warm = {b: profile["functions"][b]["warm_ms"] for b in by_name}
         events = sim_validate.events(trace.invocations, actions, start * 60.0, speed, warm)
@@ -92,7 +99,7 @@ class SimValidate(Recipe):
         keep_alive_s = parse_seconds(str(s["keep_alive"]))
         plan = ReplayPlan(invocations=trace.invocations, actions=actions, specs=by_name, origin_s=start * 60.0,
                           speed=speed, sharing=sharing, concurrency=concurrency, tail_s=float(s["tail"]),
-                          size=str(s["input"]))
+                          size=str(s["input"]), measure=str(s["measure"]))
         r = await replay(ctx.client, plan, ctx.session.invocations, log=ctx.log)
         avg = sim_validate.step_mean(r["memory"], 0.0, r["horizon_ms"])
         replay_out = {"cold_starts": r["cold_starts"], "warm_starts": r["warm_starts"],
@@ -119,7 +126,9 @@ class SimValidate(Recipe):
         if self._failed:
             ctx.session.result["failed"] = self._failed
         compared = sim_validate.compare(replay_out, sim)
-        summary = {"trace": str(s["trace"]), "window_start_min": start, "window_min": minutes, "speed": speed,
+        summary = {"measure": str(s["measure"]), "profile_idle_after": idle_after, "trace": str(s["trace"]),
+                   "window_start_min": start,
+                   "window_min": minutes, "speed": speed,
                    "sharing": sharing, "concurrency": concurrency, "keep_alive_s": keep_alive_s,
                    "node_memory": str(s["node_memory"]), "events": len(events), "actions": len(actions),
                    "replay": replay_out, "sim": {k: v for k, v in (sim or {}).items() if k != "summary"} or None,
