@@ -10,25 +10,42 @@
 const fs = require('fs');
 const http = require('http');
 const { HttpError, readJson, send, sendJson } = require('./lib/http');
+const { readConfig, idleSharingStats } = require('./lib/mode');
 
 const socketPath = process.env.ICEBOX_PROXY_SOCKET;
 if (!socketPath) fatal('ICEBOX_PROXY_SOCKET is not set');
+let config;
+try {
+  config = readConfig();
+} catch (err) {
+  fatal(err.message);
+}
 
+// The module that runs activations in the configured sharing mode (README.md, "Sharing modes").
+const MODE_MODULES = { process: './lib/action', shared: './lib/shared-mode', isolate: './lib/isolate-mode' };
 let actionModule = null;
-const action = () => actionModule || (actionModule = require('./lib/action'));
+function action() {
+  if (!actionModule) {
+    actionModule = require(MODE_MODULES[config.mode]);
+    if (actionModule.configure) actionModule.configure(config);
+  }
+  return actionModule;
+}
+const sharingStats = () => (actionModule ? actionModule.sharingStats(config) : idleSharingStats(config));
 
 const ROUTES = new Map([
   ['/init', { method: 'POST', handle: async (req, res) => reply(res, await action().init(await readJson(req))) }],
   ['/run', { method: 'POST', handle: async (req, res) => reply(res, await action().run(await readJson(req))) }],
   ['/icebox/stats', {
     method: 'GET',
-    handle: async (req, res, query) => sendJson(res, 200, await require('./lib/stats').collect(wantsGc(query))),
+    handle: async (req, res, query) => sendJson(res, 200, await require('./lib/stats').collect(wantsGc(query), sharingStats)),
   }],
   ['/icebox/reclaim', {
     method: 'POST',
     handle: async (req, res) => {
       const body = await readJson(req, { optional: true });
-      sendJson(res, 200, await require('./lib/reclaim').reclaim(body));
+      const beforeReclaim = actionModule && actionModule.beforeReclaim;
+      sendJson(res, 200, await require('./lib/reclaim').reclaim(body, beforeReclaim));
     },
   }],
 ]);

@@ -30,12 +30,21 @@ class SoakAction:
     weight: int
     params: dict = field(default_factory=dict)
     inline: str = ""
+    # Runtime sharing (docs/isolates.md): concurrent activations in one instance, so a kill
+    # takes several activations with it and a killed isolate must fail only its own.
+    sharing: str = "process"
+    concurrency: int = 1
 
     def code(self) -> str:
         return self.inline or (paths.REPO_ROOT / self.source).read_text()
 
     def put_body(self) -> dict:
-        return {"exec": {"kind": self.kind, "code": self.code()}}
+        body: dict = {"exec": {"kind": self.kind, "code": self.code()}}
+        if self.concurrency > 1:
+            body["limits"] = {"concurrency": self.concurrency}
+        if self.sharing != "process":
+            body["annotations"] = [{"key": "icebox.sharing", "value": self.sharing}]
+        return body
 
     def path(self) -> str:
         return f"/api/v1/namespaces/_/actions/{self.name}"
@@ -48,4 +57,8 @@ SOAK_ACTIONS = (
     SoakAction("soak-alloc-js", "nodejs:20", "examples/nodejs/alloc.js", 1, {"mb": 8}),
     SoakAction("soak-sleep-py", "python:3", "inline", 1, {"ms": 50}, SLEEP_PY),
     SoakAction("soak-sleep-js", "nodejs:20", "inline", 1, {"ms": 50}, SLEEP_JS),
+    SoakAction("soak-sleep-js-isolate", "nodejs:20", "inline", 1, {"ms": 50}, SLEEP_JS, "isolate", 8),
+    SoakAction("soak-alloc-js-isolate", "nodejs:20", "examples/nodejs/alloc.js", 1, {"mb": 8}, "", "isolate", 8),
+    SoakAction("soak-sleep-js-shared", "nodejs:20", "inline", 1, {"ms": 50}, SLEEP_JS, "shared", 8),
+    SoakAction("soak-sleep-py-shared", "python:3", "inline", 1, {"ms": 50}, SLEEP_PY, "shared", 8),
 )

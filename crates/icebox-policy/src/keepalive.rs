@@ -7,8 +7,13 @@ use crate::pool::{lru_order, PoolEntry};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod evict;
+mod hybrid;
 #[cfg(test)]
 mod tests;
+
+pub use evict::{EvictOrder, ParseEvictOrderError};
+pub use hybrid::{HybridConfig, HybridPolicy, IdleHistogram, Windows};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -108,9 +113,16 @@ impl KeepAlivePolicy {
         &self.cfg
     }
 
+    /// When an entry idle since `idle_since` has been idle for the whole TTL; `None` when that
+    /// lies beyond `u64` milliseconds (never). One entry at a time, for callers that keep
+    /// their own timers (the simulator).
+    pub fn expires_at(&self, idle_since: Millis) -> Option<Millis> {
+        idle_since.checked_add(self.cfg.keep_alive_ms)
+    }
+
     /// Expired exactly when it has been idle for the whole TTL.
     fn expired(&self, e: &PoolEntry, now: Millis) -> bool {
-        e.idle_for(now) >= self.cfg.keep_alive_ms
+        self.expires_at(e.idle_since).is_some_and(|at| now >= at)
     }
 
     /// Idle, not yet frozen, idle for at least the pause grace, least recently used first.
@@ -193,7 +205,7 @@ impl KeepAlivePolicy {
     pub fn next_deadline(&self, pool: &[PoolEntry], now: Millis) -> Option<Millis> {
         pool.iter()
             .flat_map(|e| {
-                let expiry = e.idle_since.checked_add(self.cfg.keep_alive_ms);
+                let expiry = self.expires_at(e.idle_since);
                 // An entry reaching its TTL first is evicted, never frozen.
                 let freeze = e
                     .idle_since

@@ -26,6 +26,11 @@ pub use faasmem::{
     OffloadStep, ParseOffloadModeError, ParseSemiWarmError, Pressure, RequestWindow, ReuseHistory,
     SemiWarm, SemiWarmInstance, TmoConfig, TmoConfigError, TmoController,
 };
-pub use keepalive::{Admission, ConfigError, EvictionReason, KeepAliveConfig, KeepAlivePolicy};
+pub use keepalive::{
+    Admission, ConfigError, EvictOrder, EvictionReason, HybridConfig, HybridPolicy, IdleHistogram,
+    KeepAliveConfig, KeepAlivePolicy, ParseEvictOrderError, Windows,
+};
 pub use pool::{lru_order, total_charge, PoolEntry};
-pub use sharing::{join_busy, Busy, MemoryProfile, ParseSharingModeError, SharingMode};
+pub use sharing::{
+    join_busy, join_busy_by, Busy, MemoryProfile, ParseSharingModeError, SharingMode,
+};

@@ -86,10 +86,16 @@ pub struct Busy<'a> {
 /// its whole base memory; packing costs only the increment). Ties go to the smallest id.
 /// `None` when every busy instance is at `capacity` (start or thaw another one).
 pub fn join_busy<'a>(busy: &[Busy<'a>], capacity: u32) -> Option<&'a str> {
-    busy.iter()
-        .filter(|b| b.in_flight < capacity)
-        .max_by(|a, b| a.in_flight.cmp(&b.in_flight).then_with(|| b.id.cmp(a.id)))
-        .map(|b| b.id)
+    join_busy_by(busy.iter().map(|b| (b.id, b.in_flight)), capacity)
+}
+
+/// [`join_busy`] over `(key, in_flight)` pairs with any ordered key (the simulator's instance
+/// numbers), so callers need not build `Busy` values with string ids.
+pub fn join_busy_by<K: Ord>(busy: impl IntoIterator<Item = (K, u32)>, capacity: u32) -> Option<K> {
+    busy.into_iter()
+        .filter(|(_, in_flight)| *in_flight < capacity)
+        .max_by(|(ka, a), (kb, b)| a.cmp(b).then_with(|| kb.cmp(ka)))
+        .map(|(k, _)| k)
 }
 
 /// The memory model of one instance: a base paid once per runtime, plus an increment per
@@ -167,6 +173,14 @@ mod tests {
             },
         ];
         assert_eq!(join_busy(&tied, 4), Some("x"));
+    }
+
+    #[test]
+    fn join_busy_by_takes_any_ordered_key() {
+        let busy = [(7u32, 1), (3, 2), (5, 2), (9, 4)];
+        assert_eq!(join_busy_by(busy, 4), Some(3));
+        assert_eq!(join_busy_by(busy, 2), Some(7));
+        assert_eq!(join_busy_by(busy, 1), None);
     }
 
     #[test]

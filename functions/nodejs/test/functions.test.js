@@ -25,7 +25,7 @@ const load = (name) => require(path.join(ROOT, '..', entry(name).path));
 const inputA = (name) => structuredClone(entry(name).inputs.A);
 
 test('manifest lists every function file with inputs A and B', () => {
-  assert.equal(manifest.length, 12);
+  assert.equal(manifest.length, 16);
   for (const f of manifest) {
     assert.ok(fs.existsSync(path.join(ROOT, '..', f.path)), f.path);
     assert.equal(f.kind, 'nodejs:20');
@@ -260,4 +260,100 @@ test('alexa', () => {
   assert.equal(script.next_reminder, 'feed the cat');
   assert.equal(script.intents.Unknown, 1);
   assert.equal(script.failed, 3); // brightness 150, no skill for music, no patio door
+});
+
+test('filehash', () => {
+  const mod = load('filehash');
+  const input = inputA('filehash');
+  const r = mod.main(input);
+  const bytes = input.size_kb * 1024;
+  // Independent: the xorshift32 stream written word by word with DataView.
+  const expected = Buffer.alloc(bytes);
+  const view = new DataView(expected.buffer, expected.byteOffset, bytes);
+  let x = (Math.imul(input.seed ^ 0x9E3779B9, 0x85EBCA6B) ^ Math.imul(1, 0xC2B2AE35)) >>> 0 || 1;
+  for (let off = 0; off < bytes; off += 4) {
+    x = (x ^ (x << 13)) >>> 0;
+    x = (x ^ (x >>> 17)) >>> 0;
+    x = (x ^ (x << 5)) >>> 0;
+    view.setUint32(off, x, true);
+  }
+  assert.equal(r.sha256, crypto.createHash('sha256').update(expected).digest('hex'));
+  assert.equal(r.bytes_per_file, bytes);
+  const again = mod.main({ ...input, files: 3 });
+  assert.equal(again.cached, true, 'the second activation reuses the buffer');
+  assert.equal(again.sha256, r.sha256);
+  const digests = [0, 1, 2].map((i) => crypto.createHash('sha256').update(mod.fillFile(Buffer.alloc(bytes), input.seed, i)).digest('hex'));
+  assert.equal(new Set(digests).size, 3);
+  assert.equal(again.digests_sha256, crypto.createHash('sha256').update(digests.join('\n')).digest('hex'));
+});
+
+test('rest-login', () => {
+  const mod = load('rest-login');
+  const input = { ...inputA('rest-login'), requests: 16 };
+  const r = mod.main(input);
+  assert.deepEqual(r.status, { 200: 14, 401: 2 }, 'every eighth login has a wrong password');
+  // Independent check of the first token: its HS256 signature and claims.
+  const [head, claims, signature] = r.first_token.split('.');
+  const key = crypto.createHash('sha256').update(`signing-${input.seed}`).digest();
+  assert.equal(signature, crypto.createHmac('sha256', key).update(`${head}.${claims}`).digest('base64url'));
+  const random = mod.rng(input.seed);
+  const first = JSON.parse(mod.requestBody(input.seed, input.users, 0, random));
+  assert.deepEqual(JSON.parse(Buffer.from(claims, 'base64url').toString()), {
+    sub: first.user, role: Number(first.user.slice(5)) % 10 === 0 ? 'admin' : 'user', iat: first.time,
+  });
+  // One REST call given as a body.
+  const ok = mod.main({ ...input, body: { user: 'user-3', password: mod.passwordOf(input.seed, 3) } });
+  assert.equal(ok.status, 200);
+  assert.equal(mod.main({ ...input, body: { user: 'user-3', password: 'nope' } }).status, 401);
+  assert.equal(mod.main({ ...input, body: { user: 'user-99999', password: 'x' } }).status, 401);
+  assert.equal(mod.main({ ...input, body: '{not json' }).status, 400);
+  assert.equal(mod.main({ ...input, body: { user: 'user-3' } }).status, 400);
+});
+
+test('memalloc', () => {
+  const input = inputA('memalloc');
+  const r = load('memalloc').main(input);
+  assert.equal(r.records, r.chunks * 1024);
+  assert.ok(r.records * 56 >= input.mb * 1024 * 1024);
+  // Independent: the same LCG without any objects.
+  let x = input.seed;
+  let checksum = 0;
+  const tags = new Array(8).fill(0);
+  for (let i = 0; i < r.records; i++) {
+    x = Number((BigInt(x) * 1103515245n + 12345n) % (1n << 30n));
+    checksum = (checksum + (x ^ i)) % 1000000007;
+    tags[x >>> 27] += 1;
+  }
+  assert.equal(r.checksum, checksum);
+  assert.deepEqual(r.tags, tags);
+});
+
+test('image', async () => {
+  const mod = load('image');
+  const r = await mod.main(inputA('image'));
+  assert.deepEqual([r.out_width, r.out_height], [512, 384]);
+  assert.ok(r.class >= 0 && r.class < 16);
+  assert.equal(r.model, 'module');
+  // Independent: the pipeline written per pixel with clamped reads, on an odd-sized image.
+  const [w, h, seed] = [37, 23, 7];
+  const rgba = mod.generate(w, h, seed);
+  const gray = (x, y) => {
+    const i = (Math.min(h - 1, Math.max(0, y)) * w + Math.min(w - 1, Math.max(0, x))) * 4;
+    return Math.floor((77 * rgba[i] + 150 * rgba[i + 1] + 29 * rgba[i + 2]) / 256);
+  };
+  const blurred = (x, y) => {
+    let sum = 0;
+    for (let dy = -1; dy <= 1; dy++) for (let dx = -1; dx <= 1; dx++) sum += gray(x + dx, y + dy);
+    return Math.floor((sum + 4) / 9);
+  };
+  const expected = [];
+  for (let y = 0; y < Math.floor(h / 2); y++) {
+    for (let x = 0; x < Math.floor(w / 2); x++) {
+      const s = blurred(2 * x, 2 * y) + blurred(2 * x + 1, 2 * y) + blurred(2 * x, 2 * y + 1) + blurred(2 * x + 1, 2 * y + 1);
+      expected.push(Math.floor((s + 2) / 4));
+    }
+  }
+  const small = mod.pipeline(w, h, seed);
+  assert.deepEqual([...small.pixels], expected);
+  assert.equal(mod.fnv1a(Uint8Array.from([0x61])), 'e40c292c'); // FNV-1a("a")
 });

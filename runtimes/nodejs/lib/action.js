@@ -3,12 +3,9 @@
 // activations, each closed by the log sentinel on stdout and stderr.
 
 const { InitError, describeError, stackOf } = require('./errors');
-
-const SENTINEL = 'XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX\n';
-// Top-level /run keys that OpenWhisk exports to the action as __OW_<KEY>.
-const ACTIVATION_KEYS = [
-  'namespace', 'action_name', 'activation_id', 'transaction_id', 'api_key', 'deadline', 'action_version',
-];
+const {
+  json, isObject, setActivationEnv, applyInitEnv, toResponse, writeSentinels,
+} = require('./response');
 
 // Eager mode, Desiccant's "eager" baseline: a full GC at the end of every activation, before the
 // reply, so the activation's latency pays for it. Read from the proxy's own environment when
@@ -36,14 +33,6 @@ function onStrayError(err) {
 process.on('uncaughtException', onStrayError);
 process.on('unhandledRejection', onStrayError);
 
-function json(status, value) {
-  return { status, body: JSON.stringify(value) };
-}
-
-function isObject(value) {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
-}
-
 async function init(body) {
   if (state !== 'uninitialized') {
     return json(403, { error: 'Internal error. Cannot initialize the action more than once.' });
@@ -51,7 +40,8 @@ async function init(body) {
   state = 'initializing';
   try {
     const value = isObject(body.value) ? body.value : {};
-    applyEnv(value.env);
+    applyInitEnv(process.env, value.env);
+    installSharedApi();
     entry = await load(value);
     state = 'ready';
     return json(200, { ok: true });
@@ -72,30 +62,13 @@ function load(value) {
     : require('./source').load(value.code, main);
 }
 
-// OpenWhisk passes strings through and JSON-encodes anything else.
-function applyEnv(env) {
-  if (!isObject(env)) return;
-  for (const [key, val] of Object.entries(env)) {
-    process.env[key] = typeof val === 'string' ? val : JSON.stringify(val);
-  }
-}
-
 async function run(body) {
   if (state !== 'ready') return json(403, { error: 'Cannot invoke an uninitialized action.' });
-  setActivationEnv(body);
+  setActivationEnv(process.env, body);
   const response = await activate(body.value === undefined ? {} : body.value);
   if (EAGER_GC) require('./full-gc').fullGc();
   await writeSentinels();
   return response;
-}
-
-function setActivationEnv(body) {
-  for (const key of ACTIVATION_KEYS) {
-    const name = `__OW_${key.toUpperCase()}`;
-    const val = body[key];
-    if (val === undefined || val === null) delete process.env[name];
-    else process.env[name] = String(val);
-  }
 }
 
 async function activate(params) {
@@ -117,26 +90,23 @@ async function invoke(params) {
   return entry(params);
 }
 
-function toResponse(result) {
-  if (!isObject(result)) return json(502, { error: 'The action did not return an object.' });
-  let text;
-  try {
-    text = JSON.stringify(result);
-  } catch (err) {
-    return json(502, { error: `The action's result cannot be serialized as JSON: ${describeError(err)}` });
-  }
-  // toJSON() may turn an object into something else (a Date becomes a string).
-  if (text === undefined || text[0] !== '{') return json(502, { error: 'The action did not return an object.' });
-  // OpenWhisk reports a returned {"error": ...} as an application error.
-  return { status: Object.prototype.hasOwnProperty.call(result, 'error') ? 502 : 200, body: text };
+// globalThis.icebox.shared: in one process, a Map (lib/shared-store.js). Built on first use:
+// loading its two small modules at every /init measurably grew the idle instance (about 4 MiB
+// of RSS, V8 growing a heap space), and most actions never touch it.
+function installSharedApi() {
+  Object.defineProperty(globalThis, 'icebox', {
+    configurable: true,
+    enumerable: false,
+    get() {
+      const { localSharedApi, install } = require('./shared-api');
+      install(globalThis, localSharedApi(require('./shared-store').processStore()), 'process');
+      return globalThis.icebox;
+    },
+  });
 }
 
-// Resolves once both sentinels have been handed to the OS, so that iceboxd, which reads the
-// activation's logs up to the sentinel, has them by the time it sees the response.
-function writeSentinels() {
-  return Promise.all([process.stdout, process.stderr].map(
-    (stream) => new Promise((resolve) => stream.write(SENTINEL, () => resolve())),
-  ));
+function sharingStats(config) {
+  return { mode: 'process', capacity: config.capacity, in_flight: inFlight.size };
 }
 
-module.exports = { init, run };
+module.exports = { init, run, sharingStats };

@@ -13,21 +13,37 @@ const { readZip, ZipError } = require('./zip');
 const { extractAll } = require('./extract');
 
 async function load(base64, main) {
-  const entries = readZip(Buffer.from(base64, 'base64'));
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'icebox-action-'));
+  const dir = extract(base64);
   try {
-    extractAll(entries, dir);
-    const { file, esm } = moduleFile(dir);
-    const where = `the module ${path.relative(dir, file)}`;
-    if (!esm) return resolveEntry(require(file), main, where);
-    const namespace = await import(pathToFileURL(file).href);
-    // A CommonJS-style object as the default export is common in ES module actions too.
-    const holder = namespace[main.split('.')[0]] === undefined && namespace.default ? namespace.default : namespace;
-    return resolveEntry(holder, main, where);
+    return await loadDir(dir, main);
   } catch (err) {
     fs.rmSync(dir, { recursive: true, force: true });
     throw err;
   }
+}
+
+// Writes the archive to a new directory and returns it (isolate mode extracts once, in the
+// main thread, and every isolate loads from there).
+function extract(base64) {
+  const entries = readZip(Buffer.from(base64, 'base64'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'icebox-action-'));
+  try {
+    extractAll(entries, dir);
+  } catch (err) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  return dir;
+}
+
+async function loadDir(dir, main) {
+  const { file, esm } = moduleFile(dir);
+  const where = `the module ${path.relative(dir, file)}`;
+  if (!esm) return resolveEntry(require(file), main, where);
+  const namespace = await import(pathToFileURL(file).href);
+  // A CommonJS-style object as the default export is common in ES module actions too.
+  const holder = namespace[main.split('.')[0]] === undefined && namespace.default ? namespace.default : namespace;
+  return resolveEntry(holder, main, where);
 }
 
 // Resolved here rather than by require(dir), which on a missing "main" silently falls back to
@@ -66,4 +82,4 @@ function readPackageJson(dir) {
   }
 }
 
-module.exports = { load };
+module.exports = { load, extract, loadDir, moduleFile };

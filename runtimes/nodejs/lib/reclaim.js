@@ -68,19 +68,22 @@ function variantOf(body) {
   return name;
 }
 
-function reclaim(body) {
+// `prepare`, when given, runs first (after USS is read) and its fields join `details`: isolate
+// mode terminates its idle isolates there.
+function reclaim(body, prepare) {
   const variant = variantOf(body);
-  const result = queue.then(() => run(variant));
+  const result = queue.then(() => run(variant, prepare));
   queue = result.catch(() => {});
   return result;
 }
 
-async function run(variant) {
+async function run(variant, prepare) {
   const native = loadAddon();
   const ussBefore = readUss();
-  const heapBefore = heapSummary();
   const cpuStart = process.cpuUsage();
   const started = performance.now();
+  const prepared = prepare ? await prepare() : {};
+  const heapBefore = heapSummary();
 
   const steps = [];
   if (native) {
@@ -114,6 +117,7 @@ async function run(variant) {
     malloc_trimmed: trimmed,
     heap_before: heapBefore,
     heap_after: heapAfter,
+    ...prepared,
   };
   if (!native) details.addon_error = addonError;
   return {

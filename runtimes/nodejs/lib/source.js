@@ -64,4 +64,4 @@ function located(err) {
   return new InitError(`SyntaxError: ${err.message}${suffix}`);
 }
 
-module.exports = { load };
+module.exports = { load, withLookup, located, FOUND };

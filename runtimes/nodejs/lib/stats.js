@@ -11,7 +11,8 @@ async function observerCatchUp() {
   for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
 }
 
-async function collect(forceGc) {
+// `sharing` returns the sharing mode's own numbers (README.md, "Sharing modes").
+async function collect(forceGc, sharing) {
   let liveBytes = null;
   if (forceGc) {
     fullGc();
@@ -27,6 +28,7 @@ async function collect(forceGc) {
     gc_count: gc.count,
     gc_time_ms: Math.round(gc.timeMs * 1000) / 1000,
     live_bytes: liveBytes,
+    sharing: sharing(),
     details: {
       rss_bytes: process.memoryUsage.rss(),
       heap_physical_bytes: heap.total_physical_size,

@@ -18,15 +18,33 @@ NOT_A_DICT = "The action did not return a dictionary."
 _UNQUALIFIED_MODULES = ("builtins", "__main__", "main__")
 
 
-def set_activation_env(body):
-    """Export the activation's metadata; keys absent from this request are unset."""
+def activation_env(body):
+    """{__OW_<KEY>: value, or None for a key absent from this request} for the metadata."""
+    values = {}
     for key in _ACTIVATION_KEYS:
-        name = "__OW_" + key.upper()
         value = body.get(key)
+        if value is not None:
+            value = env_value(value)
+            if "\0" in value:  # what os.environ refuses in the process mode
+                raise ValueError("embedded null byte in %r" % key)
+        values["__OW_" + key.upper()] = value
+    return values
+
+
+def set_activation_env(body):
+    """Export the activation's metadata process-wide; keys absent from this request are unset."""
+    for name, value in activation_env(body).items():
         if value is None:
             os.environ.pop(name, None)
         else:
-            os.environ[name] = env_value(value)
+            os.environ[name] = value
+
+
+def install_thread_env():
+    """Shared mode: per-thread __OW_* values (see threadenv); returns the new os.environ."""
+    from . import threadenv
+
+    return threadenv.install()
 
 
 def env_value(value):

@@ -4,7 +4,7 @@ import _thread
 import gc
 
 # reclaim is imported now, not on the first reclaim: see its docstring (arena pinning).
-from . import activation, jsoncodec, reclaim
+from . import activation, jsoncodec, reclaim, slots
 from .shutdown import Terminate
 
 ALREADY_INITIALIZED = "Internal error. Cannot initialize the action more than once."
@@ -15,6 +15,19 @@ _OK = b'{"ok": true}'
 
 class _BadRequest(Exception):
     pass
+
+
+class _NoLimit:
+    """Concurrency 1 needs no semaphore (one thread); contextlib would cost an import."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_LIMIT = _NoLimit()
 
 
 def _error(status, message):
@@ -32,8 +45,12 @@ def _parse_object(body):
 
 
 class App:
-    def __init__(self, concurrency, eager_gc=False):
+    def __init__(self, concurrency, eager_gc=False, sharing="process"):
         self.action = None
+        self._sharing = sharing
+        self._slots = slots.Slots(concurrency)
+        # Before any user code runs, so that `from os import environ` gets the per-thread view.
+        self._environ = activation.install_thread_env() if sharing == "shared" else None
         # Desiccant's "eager" baseline: a full collection after every activation, inside the
         # runtime, counted in the activation's latency.
         self._eager_gc = eager_gc
@@ -43,7 +60,7 @@ class App:
 
             self._run_slots = threading.BoundedSemaphore(concurrency)
         else:
-            self._run_slots = None
+            self._run_slots = _NO_LIMIT
         self._routes = {
             "/init": {"POST": self._init},
             "/run": {"POST": self._run},
@@ -109,20 +126,50 @@ class App:
             params = {}
         elif not isinstance(params, dict):
             raise _BadRequest("The /run 'value' must be a JSON object.")
+        if self._environ is not None:
+            values = self._activation_values(document)
+            with self._run_slots:
+                # Inside the slot: values set earlier would be in place while waiting for one.
+                self._environ.set_for_this_thread(values)
+                try:
+                    return self._call(action, params)
+                finally:
+                    self._environ.clear_for_this_thread()
+        self._activation_values(document, process_wide=True)
+        with self._run_slots:
+            return self._call(action, params)
+
+    @staticmethod
+    def _activation_values(document, process_wide=False):
         try:
-            activation.set_activation_env(document)
+            if process_wide:
+                return activation.set_activation_env(document)
+            return activation.activation_env(document)
         except (ValueError, TypeError) as exc:
             raise _BadRequest("Invalid activation metadata: %s" % exc) from None
-        if self._run_slots is None:
+
+    def _call(self, action, params):
+        self._slots.acquire()
+        try:
             return activation.call(action.entry, params)
-        with self._run_slots:
-            return activation.call(action.entry, params)
+        finally:
+            self._slots.release()
 
     def _stats(self, request):
         from . import heapstats
 
         full_gc = request.query_param("gc") in ("1", "true")
-        return 200, jsoncodec.dumps(heapstats.collect(full_gc)), None
+        stats = heapstats.collect(full_gc)
+        stats["sharing"] = self._sharing_stats()
+        return 200, jsoncodec.dumps(stats), None
+
+    def _sharing_stats(self):
+        """The protocol's `sharing` object; contexts (thread slots) in the shared mode only."""
+        sharing = {"mode": self._sharing, "capacity": self._slots.capacity,
+                   "in_flight": self._slots.in_flight}
+        if self._sharing == "shared":
+            sharing["contexts"] = self._slots.contexts()
+        return sharing
 
     def _reclaim(self, request):
         # No sentinels: this is not an activation and writes nothing to the action's logs.

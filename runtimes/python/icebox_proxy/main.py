@@ -15,6 +15,7 @@ from . import gctimer, shutdown
 
 _LISTEN_BACKLOG = 128
 _FLAG_VALUES = {"": False, "0": False, "false": False, "1": True, "true": True}
+_SHARING_MODES = ("process", "shared")
 
 
 class FatalError(Exception):
@@ -41,7 +42,20 @@ def _read_config():
     if eager_gc is None:
         # A typo must not silently measure the wrong baseline.
         raise FatalError("ICEBOX_EAGER_GC must be 1 or 0, got %r" % raw)
-    return path, concurrency, eager_gc
+    sharing = _sharing(_text(posix.environ.get(b"ICEBOX_SHARING", b"")))
+    return path, concurrency, eager_gc, sharing
+
+
+def _sharing(raw):
+    """ICEBOX_SHARING: absent or empty is the process mode."""
+    mode = raw or "process"
+    if mode in _SHARING_MODES:
+        return mode
+    if mode == "isolate":
+        # The daemon refuses the annotation for python kinds first; this is the backstop.
+        raise FatalError("ICEBOX_SHARING=isolate is not supported by the Python runtime"
+                         " (isolates are for nodejs kinds only); use process or shared")
+    raise FatalError("ICEBOX_SHARING must be process, shared or isolate, got %r" % raw)
 
 
 def _listen(path):
@@ -78,7 +92,7 @@ def _cleanup(listener, path, inode, app):
 
 def main():
     try:
-        path, concurrency, eager_gc = _read_config()
+        path, concurrency, eager_gc, sharing = _read_config()
         shutdown.install()
         listener = _listen(path)
         inode = posix.stat(path).st_ino
@@ -91,7 +105,7 @@ def main():
         from . import server
         from .app import App
 
-        app = App(concurrency, eager_gc)
+        app = App(concurrency, eager_gc, sharing)
         if concurrency == 1:
             server.serve_single(listener, app)
         else:

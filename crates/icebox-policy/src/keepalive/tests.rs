@@ -513,3 +513,18 @@ fn property_next_deadline_marks_exactly_the_next_change() {
         }
     }
 }
+
+#[test]
+fn expires_at_is_the_ttl_after_idle_since_and_matches_evictions() {
+    let p = policy(1_000, 50, u64::MAX, 10);
+    assert_eq!(p.expires_at(500), Some(1_500));
+    assert_eq!(p.expires_at(u64::MAX - 10), None);
+    let pool = vec![entry("a", 500, MIB, false)];
+    assert!(p.evictions(&pool, 1_499).is_empty());
+    assert_eq!(ids(&p.evictions(&pool, 1_500)), ["a"]);
+    let never = policy(u64::MAX, 50, u64::MAX, 10);
+    assert_eq!(never.expires_at(1), None);
+    assert!(never
+        .evictions(&[entry("b", 1, MIB, false)], u64::MAX)
+        .is_empty());
+}

@@ -17,8 +17,14 @@ const ISOLATE_POOL: (&str, &str) = ("icebox.isolate_pool", "ICEBOX_ISOLATE_POOL"
 const ISOLATE_IDLE: (&str, &str) = ("icebox.isolate_idle_ms", "ICEBOX_ISOLATE_IDLE_MS");
 const DEFAULT_ISOLATE_POOL: u64 = 1;
 const DEFAULT_ISOLATE_IDLE_MS: u64 = 10_000;
-/// V8 cannot run a useful isolate in less old space than this.
+/// V8 cannot run a useful isolate in a smaller heap than this.
 const MIN_ISOLATE_MEMORY_MB: u64 = 16;
+/// What an isolate-mode instance needs before any isolate: the Node.js main thread with the
+/// action loaded (measured: 50 MiB RSS, tools/isolate-costs.js).
+const RUNTIME_RESERVE_MB: u64 = 64;
+/// What each isolate costs beyond its heap: its thread, V8's code space and buffers (measured:
+/// 72 MiB more RSS for an isolate holding 64 MiB).
+const ISOLATE_OVERHEAD_MB: u64 = 8;
 /// The runtime terminates an isolate past the activation's deadline and answers for it; the
 /// daemon waits this much longer before it gives up on the whole instance.
 pub const ISOLATE_TIMEOUT_GRACE: Duration = Duration::from_secs(2);
@@ -35,9 +41,33 @@ pub fn sharing_of(action: &ActionSpec) -> SharingMode {
         .unwrap_or_default()
 }
 
-/// Concurrent activations one instance of the action runs.
+/// Concurrent activations one instance of the action runs. In isolate mode no more than fit
+/// the memory limit with each isolate's heap and overhead: isolates that together outgrow the
+/// limit would get the whole instance OOM-killed, every activation with it.
 pub fn capacity_of(action: &ActionSpec) -> u32 {
-    sharing_of(action).capacity(action.limits.concurrency)
+    let mode = sharing_of(action);
+    let capacity = mode.capacity(action.limits.concurrency);
+    if mode != SharingMode::Isolate {
+        return capacity;
+    }
+    let per_isolate = isolate_memory_mb(action) + ISOLATE_OVERHEAD_MB;
+    let fit = action.limits.memory.saturating_sub(RUNTIME_RESERVE_MB) / per_isolate;
+    capacity.min(u32::try_from(fit).unwrap_or(u32::MAX).max(1))
+}
+
+/// Each isolate's heap budget: the annotation, else an equal share of what the limit leaves
+/// after the runtime and the isolates' overheads, never below what V8 needs.
+fn isolate_memory_mb(action: &ActionSpec) -> u64 {
+    action
+        .annotation(ISOLATE_MEMORY.0)
+        .and_then(number)
+        .unwrap_or_else(|| {
+            let share = action.limits.memory.saturating_sub(RUNTIME_RESERVE_MB)
+                / u64::from(action.limits.concurrency.max(1));
+            share
+                .saturating_sub(ISOLATE_OVERHEAD_MB)
+                .max(MIN_ISOLATE_MEMORY_MB)
+        })
 }
 
 /// What the runtime is started with for the action's mode (docs/runtime-protocol.md).
@@ -45,14 +75,14 @@ pub fn sharing_env(action: &ActionSpec) -> Vec<(String, String)> {
     let mode = sharing_of(action);
     let mut env = vec![("ICEBOX_SHARING".to_string(), mode.as_str().to_string())];
     if mode == SharingMode::Isolate {
-        let memory_mb = action.limits.memory;
-        let per_isolate =
-            (memory_mb / u64::from(action.limits.concurrency.max(1))).max(MIN_ISOLATE_MEMORY_MB);
+        env.push((
+            ISOLATE_MEMORY.1.to_string(),
+            isolate_memory_mb(action).to_string(),
+        ));
         let setting = |(key, var): (&str, &str), default: u64| {
             let value = action.annotation(key).and_then(number).unwrap_or(default);
             (var.to_string(), value.to_string())
         };
-        env.push(setting(ISOLATE_MEMORY, per_isolate));
         env.push(setting(ISOLATE_POOL, DEFAULT_ISOLATE_POOL));
         env.push(setting(ISOLATE_IDLE, DEFAULT_ISOLATE_IDLE_MS));
     }
@@ -156,38 +186,45 @@ mod tests {
 
     #[test]
     fn isolate_env_splits_the_memory_limit_unless_told_otherwise() {
-        let a = action(vec![kv(ANNOTATION, json!("isolate"))], 256, 8);
+        let iso = || kv(ANNOTATION, json!("isolate"));
+        let memory_env = |a: &ActionSpec| {
+            sharing_env(a)
+                .into_iter()
+                .find(|(k, _)| k == "ICEBOX_ISOLATE_MEMORY_MB")
+                .map(|(_, v)| v)
+        };
+        // (256 - 64) / 8 = 24 MB per isolate, 8 of which are its overhead.
+        let a = action(vec![iso()], 256, 8);
         assert_eq!(capacity_of(&a), 8);
-        let env = sharing_env(&a);
-        assert!(
-            env.contains(&("ICEBOX_ISOLATE_MEMORY_MB".into(), "32".into())),
-            "{env:?}"
-        );
-        assert!(
-            env.contains(&("ICEBOX_ISOLATE_POOL".into(), "1".into())),
-            "{env:?}"
+        assert_eq!(memory_env(&a).as_deref(), Some("16"));
+        assert_eq!(
+            memory_env(&action(vec![iso()], 1024, 8)).as_deref(),
+            Some("112")
         );
         let a = action(
             vec![
-                kv(ANNOTATION, json!("isolate")),
+                iso(),
                 kv("icebox.isolate_memory", json!("64")),
                 kv("icebox.isolate_pool", json!(3)),
             ],
-            256,
+            1024,
             64,
         );
-        let env = sharing_env(&a);
-        assert!(
-            env.contains(&("ICEBOX_ISOLATE_MEMORY_MB".into(), "64".into())),
-            "{env:?}"
+        assert_eq!(memory_env(&a).as_deref(), Some("64"));
+        assert!(sharing_env(&a).contains(&("ICEBOX_ISOLATE_POOL".into(), "3".into())));
+        assert_eq!(capacity_of(&a), 13, "(1024 - 64) / (64 + 8)");
+        // 256 MB over 64 isolates would be 3 MB each: raised to what V8 needs, and only as
+        // many isolates as then fit run at once.
+        let a = action(vec![iso()], 256, 64);
+        assert_eq!(memory_env(&a).as_deref(), Some("16"));
+        assert_eq!(capacity_of(&a), 8);
+        let a = action(vec![iso(), kv("icebox.isolate_memory", json!(120))], 256, 8);
+        assert_eq!(capacity_of(&a), 1);
+        // Shared mode is not capped: its activations share one heap.
+        assert_eq!(
+            capacity_of(&action(vec![kv(ANNOTATION, json!("shared"))], 256, 64)),
+            64
         );
-        assert!(
-            env.contains(&("ICEBOX_ISOLATE_POOL".into(), "3".into())),
-            "{env:?}"
-        );
-        // 256 MB over 64 isolates would be 4 MB: raised to what V8 needs.
-        let a = action(vec![kv(ANNOTATION, json!("isolate"))], 256, 64);
-        assert!(sharing_env(&a).contains(&("ICEBOX_ISOLATE_MEMORY_MB".into(), "16".into())));
     }
 
     #[test]

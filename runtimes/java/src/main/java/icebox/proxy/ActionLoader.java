@@ -33,21 +33,44 @@ final class ActionLoader {
         String[] entry = parseMain(stringField(value, "main", "main"));
         byte[] jar = decodeJar(value);
         Path file = writeJar(jar);
-        URLClassLoader loader = null;
         boolean loaded = false;
         try {
             checkEntries(file);
             applyEnv(value.get("env"));
+            Action action = instantiate(file, entry[0], entry[1]);
+            loaded = true;
+            return action;
+        } catch (RuntimeException e) {
+            throw new InitException("Loading the action failed: " + Throwables.describe(e));
+        } finally {
+            if (!loaded) {
+                delete(file);
+            }
+        }
+    }
+
+    /**
+     * A fresh class loader over the checked jar {@code file} that defines the action's classes
+     * itself (its parent, the proxy's loader, has none of them), so the action's static fields
+     * are its own; the proxy's classes, Gson and the JDK come from the parent and are shared.
+     * Initialises the main class and resolves the entry method.
+     */
+    static Action instantiate(Path file, String className, String methodName)
+            throws InitException {
+        URLClassLoader loader = null;
+        boolean loaded = false;
+        try {
             loader = new URLClassLoader("action", new URL[] {file.toUri().toURL()},
                     ActionLoader.class.getClassLoader());
-            Action action = new Action(resolve(loader, entry[0], entry[1]), loader);
+            Action action = new Action(resolve(loader, className, methodName), loader, file,
+                    className, methodName);
             loaded = true;
             return action;
         } catch (IOException | RuntimeException e) {
             throw new InitException("Loading the action failed: " + Throwables.describe(e));
         } finally {
             if (!loaded) {
-                discard(loader, file);
+                close(loader);
             }
         }
     }
@@ -210,14 +233,21 @@ final class ActionLoader {
         return e.getAsString();
     }
 
-    private static void discard(URLClassLoader loader, Path file) {
+    private static void delete(Path file) {
+        try {
+            Files.deleteIfExists(file);
+        } catch (IOException ignored) {
+            // /tmp is a per-instance tmpfs that disappears with the instance.
+        }
+    }
+
+    private static void close(URLClassLoader loader) {
         try {
             if (loader != null) {
                 loader.close();
             }
-            Files.deleteIfExists(file);
         } catch (IOException ignored) {
-            // /tmp is a per-instance tmpfs that disappears with the instance.
+            // Only the jar's file handle; the instance's /tmp goes away with it.
         }
     }
 }

@@ -21,6 +21,16 @@ public final class Main {
             fatal("ICEBOX_PROXY_SOCKET is not set");
         }
         int concurrency = concurrency(System.getenv("ICEBOX_CONCURRENCY"));
+        SharingMode sharing = sharing(System.getenv("ICEBOX_SHARING"));
+        if (sharing == SharingMode.SHARED) {
+            // Before any user code: an action class that keeps System.getenv()'s map sees the
+            // per-activation view too.
+            try {
+                Environment.usePerThreadActivationValues();
+            } catch (IllegalStateException e) {
+                fatal(e.getMessage());
+            }
+        }
         Path path = Path.of(socket);
         ServerSocketChannel server;
         try {
@@ -29,7 +39,7 @@ public final class Main {
             fatal("cannot listen on " + socket + ": " + Throwables.describe(e));
             return;
         }
-        serve(server, new Proxy(concurrency, flag("ICEBOX_EAGER_GC")));
+        serve(server, new Proxy(concurrency, flag("ICEBOX_EAGER_GC"), sharing));
     }
 
     static ServerSocketChannel listen(Path path) throws IOException {
@@ -75,6 +85,15 @@ public final class Main {
         }
         fatal("ICEBOX_CONCURRENCY must be a positive integer, got '" + value + "'");
         return 1;
+    }
+
+    static SharingMode sharing(String value) {
+        try {
+            return SharingMode.parse(value);
+        } catch (IllegalArgumentException e) {
+            fatal(e.getMessage());
+            return SharingMode.PROCESS;
+        }
     }
 
     /** A boolean environment variable: unset, empty or "0" is off, "1" is on. */

@@ -5,9 +5,11 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
 import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Semaphore;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /** The OpenWhisk action protocol plus the /icebox extensions, independent of the transport. */
 final class Proxy {
@@ -20,17 +22,24 @@ final class Proxy {
     };
 
     private final Semaphore runSlots;
+    private final int concurrency;
+    private final SharingMode sharing;
+    private final AtomicInteger inFlight = new AtomicInteger();
     private final Object initLock = new Object();
     private final Reclaimer reclaimer = new Reclaimer();
     private final boolean eagerGc;
-    private volatile Action action;
+    private volatile Invocable action;
 
     /**
      * @param eagerGc run a full collection after every /run, before answering (ICEBOX_EAGER_GC:
      *     Desiccant's "eager" baseline)
+     * @param sharing how concurrent activations share this JVM (ICEBOX_SHARING); in the shared
+     *     mode {@link Environment#usePerThreadActivationValues} must have been called
      */
-    Proxy(int concurrency, boolean eagerGc) {
+    Proxy(int concurrency, boolean eagerGc, SharingMode sharing) {
         this.runSlots = new Semaphore(concurrency, true);
+        this.concurrency = concurrency;
+        this.sharing = sharing;
         this.eagerGc = eagerGc;
     }
 
@@ -61,7 +70,30 @@ final class Proxy {
         JsonObject details = stats.getAsJsonObject("details");
         details.addProperty("eager_gc", eagerGc);
         reclaimer.describe(details);
+        stats.add("sharing", sharingStats());
         return Response.json(200, Json.serialize(stats));
+    }
+
+    /** The protocol's {@code sharing} object: mode, capacity, in_flight, contexts (shared). */
+    private JsonObject sharingStats() {
+        JsonObject object = new JsonObject();
+        object.addProperty("mode", sharing.label);
+        object.addProperty("capacity", concurrency);
+        object.addProperty("in_flight", inFlight.get());
+        if (sharing == SharingMode.SHARED) {
+            Invocable loaded = action;
+            JsonObject contexts;
+            if (loaded instanceof ClassLoaderSlots) {
+                contexts = ((ClassLoaderSlots) loaded).describe();
+            } else {
+                contexts = new JsonObject();
+                contexts.addProperty("live", 0);
+                contexts.addProperty("busy", 0);
+                contexts.addProperty("created", 0);
+            }
+            object.add("contexts", contexts);
+        }
+        return object;
     }
 
     /** Body: absent, empty or {"variant": "<name>"} (absent or null: the default variant). */
@@ -113,7 +145,9 @@ final class Proxy {
                         "Internal error. Cannot initialize the action more than once.");
             }
             try {
-                action = ActionLoader.load(value);
+                Action loaded = ActionLoader.load(value);
+                action = sharing == SharingMode.SHARED
+                        ? new ClassLoaderSlots(loaded, concurrency) : loaded;
             } catch (InitException e) {
                 return Response.error(502, e.getMessage());
             }
@@ -124,7 +158,7 @@ final class Proxy {
     }
 
     private Response run(byte[] body) {
-        Action loaded = action;
+        Invocable loaded = action;
         if (loaded == null) {
             return Response.error(403, "Cannot invoke an uninitialized action.");
         }
@@ -139,14 +173,23 @@ final class Proxy {
         // Before waiting for a slot: a reclaim in progress stops at its next step.
         reclaimer.workStarted();
         runSlots.acquireUninterruptibly();
+        inFlight.incrementAndGet();
         try {
             setActivationEnv(request);
             return result(loaded.invoke(value));
+        } catch (InitException e) {
+            // The shared mode could not load the action into a new slot.
+            System.err.println(e.getMessage());
+            return Response.error(502, e.getMessage());
         } catch (Throwable t) {
             // Logged like OpenWhisk's runtime does, so the trace lands in the activation's logs.
             t.printStackTrace();
             return Response.error(502, Throwables.describe(t));
         } finally {
+            if (sharing == SharingMode.SHARED) {
+                Environment.clearForThisThread();
+            }
+            inFlight.decrementAndGet();
             runSlots.release();
             try {
                 if (eagerGc) {
@@ -176,23 +219,35 @@ final class Proxy {
         return Response.json(object.has("error") ? 502 : 200, body);
     }
 
-    /** {@code __OW_<KEY>} for every top-level key of the /run body except {@code value}. */
-    private static void setActivationEnv(JsonObject request) {
+    /**
+     * {@code __OW_<KEY>} for every top-level key of the /run body except {@code value}:
+     * process-wide in the process mode, for this thread only in the shared mode.
+     */
+    private void setActivationEnv(JsonObject request) {
+        Map<String, String> values = new HashMap<>();
         for (String key : ACTIVATION_KEYS) {
-            if (!request.has(key)) {
-                Environment.set(envName(key), null);
-            }
+            values.put(envName(key), null);
         }
         for (Map.Entry<String, JsonElement> e : request.entrySet()) {
-            if (e.getKey().equals("value")) {
+            String name = envName(e.getKey());
+            if (e.getKey().equals("value") || name.indexOf('=') >= 0 || name.indexOf(0) >= 0) {
+                // A name with '=' or a NUL cannot be an environment variable; skip it.
                 continue;
             }
             JsonElement v = e.getValue();
             String text = v.isJsonNull() ? null : Json.text(v);
+            // A NUL cannot be in an environment value either: the variable is left unset.
+            values.put(name, text == null || text.indexOf(0) >= 0 ? null : text);
+        }
+        if (sharing == SharingMode.SHARED) {
+            Environment.setForThisThread(values);
+            return;
+        }
+        for (Map.Entry<String, String> e : values.entrySet()) {
             try {
-                Environment.set(envName(e.getKey()), text);
+                Environment.set(e.getKey(), e.getValue());
             } catch (IllegalArgumentException unrepresentable) {
-                // A name with '=' or a NUL cannot be an environment variable; skip it.
+                // A value with a NUL cannot be an environment variable; skip it.
             }
         }
     }

@@ -102,6 +102,7 @@ final class ProxyProcess implements AutoCloseable {
                     .redirectError(dir.resolve("stderr").toFile());
             pb.environment().remove("ICEBOX_PROXY_SOCKET");
             pb.environment().remove("ICEBOX_CONCURRENCY");
+            pb.environment().remove("ICEBOX_SHARING");
             if (withSocket) {
                 pb.environment().put("ICEBOX_PROXY_SOCKET", socket.toString());
             }

@@ -1,0 +1,762 @@
+//! The event loop: arrivals from the trace, timers (completions, keep-alive expiries,
+//! Desiccant reclaims, hybrid pre-warms) from a heap, placement and eviction in between.
+
+use super::config::{KeepAliveSpec, Placement, SimConfig, Technique};
+use super::metrics::{Counters, Metrics, TimelineRow};
+use super::state::{compact, coprime_steps, Func, Inst, Node, Ref};
+use crate::profile::Resolved;
+use icebox_policy::{
+    join_busy_by, EvictOrder, HybridPolicy, KeepAliveConfig, KeepAlivePolicy, ReclaimThreshold,
+};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Instant;
+
+/// An invocation to replay: simulated ms, trace function, duration (`PROFILE_DURATION`: the
+/// mapped profile's warm time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimEvent {
+    pub t: u64,
+    pub func: u32,
+    pub dur: u32,
+}
+
+pub const PROFILE_DURATION: u32 = u32::MAX;
+
+/// Timer kinds, in the order they run at equal times: completions first, so an arrival at
+/// the same millisecond sees the memory they free.
+const COMPLETE: u8 = 0;
+const EXPIRE: u8 = 1;
+const RECLAIM: u8 = 2;
+const PREWARM: u8 = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Timer {
+    t: u64,
+    kind: u8,
+    inst: u32,
+    gen: u32,
+    aux: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    arrived: u64,
+    func: u32,
+    dur: u32,
+}
+
+pub struct RunOutput {
+    pub metrics: Metrics,
+    pub timeline: Vec<TimelineRow>,
+    /// Bytes in use on each node when the run ended.
+    pub node_used: Vec<u64>,
+}
+
+pub struct Sim<'a> {
+    cfg: &'a SimConfig,
+    classes: &'a [Resolved],
+    func_class: &'a [u32],
+    keepalive: KeepAlivePolicy,
+    hybrid: HybridPolicy,
+    capacity: u32,
+    insts: Vec<Inst>,
+    free_slots: Vec<u32>,
+    nodes: Vec<Node>,
+    funcs: Vec<Func>,
+    timers: BinaryHeap<Reverse<Timer>>,
+    queue: VecDeque<Pending>,
+    now: u64,
+    used: u64,
+    active: u64,
+    live: u32,
+    busy_insts: u32,
+    c: Counters,
+    timeline: Vec<TimelineRow>,
+}
+
+impl<'a> Sim<'a> {
+    /// `func_class[f]` is the profile of trace function `f`; `homes[f]` a stable hash of its
+    /// name, for OpenWhisk's home node.
+    pub fn new(
+        cfg: &'a SimConfig,
+        classes: &'a [Resolved],
+        func_class: &'a [u32],
+        homes: &[u64],
+    ) -> Self {
+        let ttl = match cfg.keepalive {
+            KeepAliveSpec::Ttl(ms) => ms,
+            KeepAliveSpec::Hybrid | KeepAliveSpec::Infinite => u64::MAX,
+        };
+        let keepalive = KeepAlivePolicy::new(KeepAliveConfig {
+            keep_alive_ms: ttl,
+            ..KeepAliveConfig::default()
+        });
+        let steps = coprime_steps(cfg.nodes);
+        let funcs = homes
+            .iter()
+            .map(|&h| Func {
+                home: (h % u64::from(cfg.nodes.max(1))) as u32,
+                step: steps[((h >> 32) % steps.len() as u64) as usize],
+                ..Func::default()
+            })
+            .collect();
+        let threshold = ReclaimThreshold::new(&cfg.desiccant);
+        Sim {
+            cfg,
+            classes,
+            func_class,
+            keepalive,
+            hybrid: HybridPolicy::new(cfg.hybrid),
+            capacity: cfg.sharing.capacity(cfg.concurrency),
+            insts: Vec::new(),
+            free_slots: Vec::new(),
+            nodes: (0..cfg.nodes.max(1))
+                .map(|_| Node::new(cfg.node_memory, threshold.clone()))
+                .collect(),
+            funcs,
+            timers: BinaryHeap::new(),
+            queue: VecDeque::new(),
+            now: 0,
+            used: 0,
+            active: 0,
+            live: 0,
+            busy_insts: 0,
+            c: Counters::default(),
+            timeline: Vec::new(),
+        }
+    }
+
+    /// Replays `events` (sorted by time) and returns the metrics.
+    pub fn run(mut self, events: &[SimEvent]) -> RunOutput {
+        let started = Instant::now();
+        self.c.latencies_ms.reserve(events.len());
+        for ev in events {
+            if ev.t > self.cfg.end_ms {
+                break;
+            }
+            self.run_timers(ev.t);
+            self.advance(ev.t);
+            self.c.events += 1;
+            self.arrive(*ev);
+        }
+        self.run_timers(self.cfg.end_ms);
+        self.advance(self.cfg.end_ms);
+        let counted = self.cfg.end_ms.saturating_sub(self.cfg.count_from_ms);
+        let wall = started.elapsed().as_secs_f64();
+        RunOutput {
+            metrics: Metrics::from_counters(self.c, counted, self.queue.len() as u64, wall),
+            timeline: self.timeline,
+            node_used: self.nodes.iter().map(|n| n.used).collect(),
+        }
+    }
+
+    fn class(&self, func: u32) -> &'a Resolved {
+        &self.classes[self.func_class[func as usize] as usize]
+    }
+
+    fn counting(&self) -> bool {
+        self.now >= self.cfg.count_from_ms
+    }
+
+    fn push_timer(&mut self, t: u64, kind: u8, inst: u32, gen: u32, aux: u64) {
+        // Past the end nothing is observed, so the timer would only cost heap space.
+        if t <= self.cfg.end_ms {
+            self.timers.push(Reverse(Timer {
+                t,
+                kind,
+                inst,
+                gen,
+                aux,
+            }));
+        }
+    }
+
+    fn run_timers(&mut self, until: u64) {
+        while let Some(&Reverse(t)) = self.timers.peek() {
+            if t.t > until {
+                break;
+            }
+            self.timers.pop();
+            self.advance(t.t);
+            self.c.events += 1;
+            match t.kind {
+                COMPLETE => self.complete(t.inst),
+                EXPIRE => {
+                    if self.idle_valid((t.inst, t.gen)) {
+                        self.kill(t.inst);
+                        if self.counting() {
+                            self.c.expirations += 1;
+                        }
+                        self.drain_queue();
+                    }
+                }
+                RECLAIM => self.reclaim_due((t.inst, t.gen)),
+                _ => self.prewarm(t.inst, t.aux),
+            }
+        }
+    }
+
+    /// Moves the clock to `t`, integrating memory over the counted period and sampling the
+    /// timeline at every whole simulated second passed.
+    fn advance(&mut self, t: u64) {
+        if t <= self.now {
+            return;
+        }
+        let (from, end) = (self.cfg.count_from_ms, self.cfg.end_ms);
+        let lo = self.now.max(from);
+        let hi = t.min(end);
+        if hi > lo {
+            let dt = u128::from(hi - lo);
+            self.c.memory_byte_ms += u128::from(self.used) * dt;
+            self.c.active_byte_ms += u128::from(self.active) * dt;
+            self.c.peak_memory = self.c.peak_memory.max(self.used);
+            self.c.peak_active = self.c.peak_active.max(self.active);
+        }
+        if self.cfg.timeline && hi >= from {
+            // One row per whole simulated second of the counted period in (now, hi], with the
+            // state that held until `t`.
+            let first = if self.now < from {
+                1
+            } else {
+                (self.now - from) / 1_000 + 1
+            };
+            for s in first..=(hi - from) / 1_000 {
+                self.timeline.push(TimelineRow {
+                    second: s,
+                    memory_mib: self.used as f64 / 1_048_576.0,
+                    active_mib: self.active as f64 / 1_048_576.0,
+                    instances: self.live,
+                    busy_instances: self.busy_insts,
+                    queued: self.queue.len() as u32,
+                });
+            }
+        }
+        self.now = t;
+    }
+
+    fn arrive(&mut self, ev: SimEvent) {
+        self.funcs[ev.func as usize].invocations += 1;
+        if self.class(ev.func).memory.charge(1) > self.cfg.node_memory {
+            // Larger than a node: it could never start, and queued it would block the queue.
+            if self.counting() {
+                self.c.rejected += 1;
+            }
+            return;
+        }
+        if self.cfg.keepalive == KeepAliveSpec::Hybrid {
+            let now = self.now;
+            self.funcs[ev.func as usize]
+                .hist
+                .on_start(&self.cfg.hybrid, now);
+        }
+        let p = Pending {
+            arrived: ev.t,
+            func: ev.func,
+            dur: ev.dur,
+        };
+        if !self.try_start(p) {
+            if self.counting() {
+                self.c.queued += 1;
+            }
+            self.queue.push_back(p);
+        }
+    }
+
+    /// Places the activation now, if the cluster has room, and records it.
+    fn try_start(&mut self, p: Pending) -> bool {
+        let class = *self.class(p.func);
+        let Some((inst, cold, exec_start)) = self.place(p.func, &class) else {
+            return false;
+        };
+        let dur = if p.dur == PROFILE_DURATION {
+            class.warm_ms
+        } else {
+            u64::from(p.dur)
+        };
+        let done = exec_start + dur;
+        let gen = self.insts[inst as usize].gen;
+        self.push_timer_always(done, COMPLETE, inst, gen);
+        if p.arrived >= self.cfg.count_from_ms {
+            let c = &mut self.c;
+            c.invocations += 1;
+            if cold {
+                c.cold_starts += 1;
+            }
+            let delay = self.now - p.arrived;
+            if delay > 0 {
+                c.queue_delay_ms_sum += delay;
+                c.queue_delay_ms_max = c.queue_delay_ms_max.max(delay);
+            }
+            c.latencies_ms.push((done - p.arrived) as f32);
+        }
+        true
+    }
+
+    /// Completions must run even past the end: they free what later arrivals need. (They are
+    /// only past the end for activations that started before it.)
+    fn push_timer_always(&mut self, t: u64, kind: u8, inst: u32, gen: u32) {
+        self.timers.push(Reverse(Timer {
+            t,
+            kind,
+            inst,
+            gen,
+            aux: 0,
+        }));
+    }
+
+    /// Where the activation runs: (instance, cold start?, when it starts executing).
+    fn place(&mut self, func: u32, class: &Resolved) -> Option<(u32, bool, u64)> {
+        let now = self.now;
+        let inc = class.memory.increment_bytes;
+        let cores = self.cfg.node_cores;
+        // 1. Join a busy instance with room (shared / isolate modes).
+        if self.capacity > 1 {
+            let (insts, nodes) = (&self.insts, &self.nodes);
+            let joined = join_busy_by(
+                self.funcs[func as usize].busy.iter().filter_map(|&i| {
+                    let inst = &insts[i as usize];
+                    let node = &nodes[inst.node as usize];
+                    let cpu_ok = cores == 0 || node.cores_used + class.cpu <= cores;
+                    (cpu_ok && node.reachable(0) >= inc).then_some((i, inst.in_flight))
+                }),
+                self.capacity,
+            );
+            if let Some(i) = joined {
+                let node = self.insts[i as usize].node;
+                self.make_room(node, inc, None);
+                let n = self.insts[i as usize].in_flight + 1;
+                self.insts[i as usize].in_flight = n;
+                self.recharge(i, class.memory.charge(n));
+                self.nodes[node as usize].cores_used += class.cpu;
+                self.after_alloc(node);
+                if self.counting() {
+                    self.c.joined += 1;
+                }
+                return Some((i, false, self.insts[i as usize].ready_at.max(now)));
+            }
+        }
+        // 2. A warm idle instance, most recently used first (KeepAlivePolicy::choose_warm's
+        //    order; the simulator does not model freezing).
+        if let Some(i) = self.pop_idle(func) {
+            let inst = &self.insts[i as usize];
+            let node = &self.nodes[inst.node as usize];
+            let need = class.memory.charge(1).saturating_sub(inst.charge);
+            let cpu_ok = cores == 0 || node.cores_used + class.cpu <= cores;
+            if cpu_ok && node.reachable(inst.charge) >= need {
+                let node = inst.node;
+                self.make_room(node, need, Some(i));
+                self.take_idle(i);
+                self.insts[i as usize].in_flight = 1;
+                self.recharge(i, class.memory.charge(1));
+                self.nodes[node as usize].cores_used += class.cpu;
+                self.after_alloc(node);
+                if self.counting() {
+                    self.c.warm_starts += 1;
+                }
+                return Some((i, false, now));
+            }
+            // It cannot grow back where it is: leave it for later, start elsewhere.
+            let gen = self.insts[i as usize].gen;
+            self.funcs[func as usize].idle.push((i, gen));
+        }
+        // 3. A new instance: a cold start.
+        let need = class.memory.charge(1);
+        let node = self.choose_node(func, need, class.cpu, true)?;
+        self.make_room(node, need, None);
+        let i = self.create(func, node, need);
+        let inst = &mut self.insts[i as usize];
+        inst.in_flight = 1;
+        inst.ready_at = now + class.cold_start_ms;
+        self.mark_busy(i);
+        self.nodes[node as usize].cores_used += class.cpu;
+        self.after_alloc(node);
+        Some((i, true, now + class.cold_start_ms))
+    }
+
+    /// The node for a new instance needing `need` bytes, or `None` when no node can hold it
+    /// even after evicting idle instances (or, with `evict` false, without evicting).
+    fn choose_node(&self, func: u32, need: u64, cpu: u32, evict: bool) -> Option<u32> {
+        let cores = self.cfg.node_cores;
+        let cpu_ok = |n: &Node| cores == 0 || n.cores_used + cpu <= cores;
+        let count = self.nodes.len() as u32;
+        if self.cfg.placement == Placement::Openwhisk {
+            let f = &self.funcs[func as usize];
+            for k in 0..count {
+                let n = ((u64::from(f.home) + u64::from(k) * u64::from(f.step)) % u64::from(count))
+                    as u32;
+                let node = &self.nodes[n as usize];
+                if cpu_ok(node) && node.free() >= need {
+                    return Some(n);
+                }
+            }
+        } else if let Some((n, _)) = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| cpu_ok(n) && n.free() >= need)
+            .max_by(|(ia, a), (ib, b)| a.free().cmp(&b.free()).then(ib.cmp(ia)))
+        {
+            return Some(n as u32);
+        }
+        if !evict {
+            return None;
+        }
+        // Overflow: the node where evictions reach the most memory.
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| cpu_ok(n) && n.reachable(0) >= need)
+            .max_by(|(ia, a), (ib, b)| a.reachable(0).cmp(&b.reachable(0)).then(ib.cmp(ia)))
+            .map(|(n, _)| n as u32)
+    }
+
+    /// Frees `need` bytes on `node`: Desiccant reclaims first (cheaper than losing a warm
+    /// instance), then evictions in the configured order, never `keep`. The caller checked
+    /// that `reachable` suffices.
+    fn make_room(&mut self, node: u32, need: u64, keep: Option<u32>) {
+        let n = node as usize;
+        if self.nodes[n].free() >= need {
+            return;
+        }
+        if self.cfg.technique == Technique::Desiccant {
+            while self.nodes[n].free() < need {
+                let Some(r) = self.nodes[n].eligible.pop_front() else {
+                    break;
+                };
+                if Some(r.0) != keep && self.idle_valid(r) && !self.insts[r.0 as usize].reclaimed {
+                    self.reclaim(r.0);
+                }
+            }
+        }
+        let mut kept: Option<Ref> = None;
+        while self.nodes[n].free() < need {
+            let victim = match self.cfg.evict {
+                EvictOrder::Lru => match self.nodes[n].lru.pop_front() {
+                    Some(r) if !self.idle_valid(r) => continue,
+                    Some(r) if Some(r.0) == keep => {
+                        kept = Some(r);
+                        continue;
+                    }
+                    Some(r) => r.0,
+                    None => break,
+                },
+                EvictOrder::Frequency => {
+                    let mut it = self.nodes[n].by_key.iter();
+                    let first = it.next().copied();
+                    match first {
+                        Some((_, i)) if Some(i) == keep => match it.next().copied() {
+                            Some((_, j)) => j,
+                            None => break,
+                        },
+                        Some((_, i)) => i,
+                        None => break,
+                    }
+                }
+            };
+            self.kill(victim);
+            self.nodes[n].threshold.on_eviction(self.now);
+            if self.counting() {
+                self.c.evictions += 1;
+            }
+        }
+        if let Some(r) = kept {
+            self.nodes[n].lru.push_front(r);
+        }
+        debug_assert!(
+            self.nodes[n].free() >= need,
+            "make_room without enough reachable memory"
+        );
+    }
+
+    /// After memory was allocated on `node`: Desiccant reclaims eligible instances while the
+    /// node is above its activation threshold.
+    fn after_alloc(&mut self, node: u32) {
+        if self.cfg.technique != Technique::Desiccant {
+            return;
+        }
+        let n = node as usize;
+        while self.nodes[n].threshold.should_reclaim(
+            self.nodes[n].used,
+            self.nodes[n].cap,
+            self.now,
+        ) {
+            let Some(r) = self.nodes[n].eligible.pop_front() else {
+                break;
+            };
+            if self.idle_valid(r) && !self.insts[r.0 as usize].reclaimed {
+                self.reclaim(r.0);
+            }
+        }
+    }
+
+    fn reclaim_due(&mut self, r: Ref) {
+        if !self.idle_valid(r) || self.insts[r.0 as usize].reclaimed {
+            return;
+        }
+        let n = self.insts[r.0 as usize].node as usize;
+        let node = &self.nodes[n];
+        if node.threshold.should_reclaim(node.used, node.cap, self.now) {
+            self.reclaim(r.0);
+        } else {
+            self.nodes[n].eligible.push_back(r);
+            let live = self.nodes[n].idle_count;
+            let insts = &self.insts;
+            compact(&mut self.nodes[n].eligible, live, |&(i, g)| {
+                let x = &insts[i as usize];
+                x.alive && x.idle && x.gen == g
+            });
+        }
+    }
+
+    fn reclaim(&mut self, i: u32) {
+        let inst = &self.insts[i as usize];
+        let retained = self.class(inst.func).retained;
+        let new = (inst.charge as f64 * retained).round() as u64;
+        self.recharge(i, new);
+        self.insts[i as usize].reclaimed = true;
+        if self.counting() {
+            self.c.reclaims += 1;
+        }
+    }
+
+    fn complete(&mut self, i: u32) {
+        let func = self.insts[i as usize].func;
+        let class = *self.class(func);
+        let node = self.insts[i as usize].node as usize;
+        self.nodes[node].cores_used -= class.cpu;
+        let n = self.insts[i as usize].in_flight - 1;
+        self.insts[i as usize].in_flight = n;
+        if self.cfg.keepalive == KeepAliveSpec::Hybrid {
+            self.funcs[func as usize].hist.on_end(self.now);
+        }
+        if n > 0 {
+            self.recharge(i, class.memory.charge(n));
+        } else {
+            self.go_idle(i, &class);
+        }
+        self.drain_queue();
+    }
+
+    fn drain_queue(&mut self) {
+        while let Some(&p) = self.queue.front() {
+            if !self.try_start(p) {
+                break;
+            }
+            self.queue.pop_front();
+        }
+    }
+
+    /// The last activation ended: the instance joins its node's pool, and the keep-alive
+    /// policy decides when it goes.
+    fn go_idle(&mut self, i: u32, class: &Resolved) {
+        let now = self.now;
+        let func = self.insts[i as usize].func;
+        let mut expiry = self.keepalive.expires_at(now);
+        if self.cfg.keepalive == KeepAliveSpec::Hybrid {
+            let w = self.hybrid.windows(&self.funcs[func as usize].hist);
+            if let Some(at) = w.prewarm_at(now) {
+                // Unload now, load again just before the next call is expected.
+                self.unmark_busy(i);
+                self.kill(i);
+                if self.counting() {
+                    self.c.unloads += 1;
+                }
+                self.push_timer(at, PREWARM, func, 0, w.expires_at(now).unwrap_or(u64::MAX));
+                return;
+            }
+            expiry = w.expires_at(now);
+        }
+        self.unmark_busy(i);
+        self.recharge(i, class.memory.charge(0));
+        self.add_idle(i, expiry);
+    }
+
+    fn add_idle(&mut self, i: u32, expiry: Option<u64>) {
+        let now = self.now;
+        let inst = &mut self.insts[i as usize];
+        inst.idle = true;
+        inst.idle_since = now;
+        inst.reclaimed = false;
+        inst.gen = inst.gen.wrapping_add(1);
+        let (gen, func, node, charge) = (inst.gen, inst.func, inst.node as usize, inst.charge);
+        let key = self
+            .cfg
+            .evict
+            .key(now, self.funcs[func as usize].invocations);
+        self.insts[i as usize].evict_key = key;
+        let f = &mut self.funcs[func as usize];
+        f.idle.push((i, gen));
+        f.idle_count += 1;
+        let nd = &mut self.nodes[node];
+        nd.idle_mem += charge;
+        nd.idle_count += 1;
+        match self.cfg.evict {
+            EvictOrder::Lru => nd.lru.push_back((i, gen)),
+            EvictOrder::Frequency => {
+                nd.by_key.insert((key, i));
+            }
+        }
+        let (live_f, live_n) = (
+            self.funcs[func as usize].idle_count,
+            self.nodes[node].idle_count,
+        );
+        let insts = &self.insts;
+        let valid = |&(i, g): &Ref| {
+            let x = &insts[i as usize];
+            x.alive && x.idle && x.gen == g
+        };
+        compact(&mut self.funcs[func as usize].idle, live_f, valid);
+        compact(&mut self.nodes[node].lru, live_n, valid);
+        if let Some(at) = expiry {
+            self.push_timer(at, EXPIRE, i, gen, 0);
+        }
+        if self.cfg.technique == Technique::Desiccant {
+            self.push_timer(
+                now.saturating_add(self.cfg.desiccant.frozen_timeout_ms),
+                RECLAIM,
+                i,
+                gen,
+                0,
+            );
+        }
+    }
+
+    /// The hybrid policy's pre-warm: a new idle instance, placed without evicting anything.
+    fn prewarm(&mut self, func: u32, expires: u64) {
+        let class = *self.class(func);
+        let need = class.memory.charge(0);
+        let Some(node) = self.choose_node(func, need, 0, false) else {
+            return;
+        };
+        let i = self.create(func, node, need);
+        if self.counting() {
+            self.c.prewarms += 1;
+        }
+        self.add_idle(i, Some(expires));
+        self.after_alloc(node);
+    }
+
+    /// The most recently idle valid instance of `func`, removed from the function's stack.
+    fn pop_idle(&mut self, func: u32) -> Option<u32> {
+        while let Some(r) = self.funcs[func as usize].idle.pop() {
+            if self.idle_valid(r) {
+                return Some(r.0);
+            }
+        }
+        None
+    }
+
+    /// An idle instance becomes busy: it leaves the pool.
+    fn take_idle(&mut self, i: u32) {
+        self.leave_pool(i);
+        self.mark_busy(i);
+    }
+
+    fn leave_pool(&mut self, i: u32) {
+        let inst = &mut self.insts[i as usize];
+        debug_assert!(inst.idle);
+        inst.idle = false;
+        inst.gen = inst.gen.wrapping_add(1);
+        let (func, node, charge, key) =
+            (inst.func, inst.node as usize, inst.charge, inst.evict_key);
+        self.funcs[func as usize].idle_count -= 1;
+        let nd = &mut self.nodes[node];
+        nd.idle_mem -= charge;
+        nd.idle_count -= 1;
+        if self.cfg.evict == EvictOrder::Frequency {
+            nd.by_key.remove(&(key, i));
+        }
+    }
+
+    fn mark_busy(&mut self, i: u32) {
+        let func = self.insts[i as usize].func as usize;
+        let pos = self.funcs[func].busy.len() as u32;
+        self.funcs[func].busy.push(i);
+        self.insts[i as usize].busy_pos = pos;
+        self.active += self.insts[i as usize].charge;
+        self.busy_insts += 1;
+    }
+
+    fn unmark_busy(&mut self, i: u32) {
+        let (func, pos, charge) = {
+            let x = &self.insts[i as usize];
+            (x.func as usize, x.busy_pos as usize, x.charge)
+        };
+        let busy = &mut self.funcs[func].busy;
+        busy.swap_remove(pos);
+        if let Some(&moved) = busy.get(pos) {
+            self.insts[moved as usize].busy_pos = pos as u32;
+        }
+        self.active -= charge;
+        self.busy_insts -= 1;
+    }
+
+    fn create(&mut self, func: u32, node: u32, charge: u64) -> u32 {
+        let i = match self.free_slots.pop() {
+            Some(i) => i,
+            None => {
+                self.insts.push(Inst::default());
+                (self.insts.len() - 1) as u32
+            }
+        };
+        let inst = &mut self.insts[i as usize];
+        let gen = inst.gen.wrapping_add(1);
+        *inst = Inst {
+            func,
+            node,
+            gen,
+            alive: true,
+            charge,
+            ..Inst::default()
+        };
+        self.nodes[node as usize].used += charge;
+        self.used += charge;
+        self.live += 1;
+        if self.counting() {
+            self.c.instances_created += 1;
+        }
+        i
+    }
+
+    /// Removes an idle (or just unmarked) instance and frees its memory.
+    fn kill(&mut self, i: u32) {
+        if self.insts[i as usize].idle {
+            self.leave_pool(i);
+        }
+        let inst = &mut self.insts[i as usize];
+        inst.alive = false;
+        inst.gen = inst.gen.wrapping_add(1);
+        let (node, charge) = (inst.node as usize, inst.charge);
+        self.nodes[node].used -= charge;
+        self.used -= charge;
+        self.live -= 1;
+        self.free_slots.push(i);
+    }
+
+    /// Sets an instance's charge, keeping node, cluster and pool totals in step.
+    fn recharge(&mut self, i: u32, new: u64) {
+        let inst = &mut self.insts[i as usize];
+        let old = inst.charge;
+        inst.charge = new;
+        let (node, idle, busy) = (
+            inst.node as usize,
+            inst.idle,
+            inst.in_flight > 0 && !inst.idle,
+        );
+        let nd = &mut self.nodes[node];
+        nd.used = nd.used - old + new;
+        self.used = self.used - old + new;
+        if idle {
+            nd.idle_mem = nd.idle_mem - old + new;
+        }
+        if busy {
+            self.active = self.active - old + new;
+        }
+    }
+
+    fn idle_valid(&self, (i, g): Ref) -> bool {
+        let x = &self.insts[i as usize];
+        x.alive && x.idle && x.gen == g
+    }
+}

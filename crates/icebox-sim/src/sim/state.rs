@@ -1,0 +1,169 @@
+//! The cluster's state: instances, nodes and per-function bookkeeping.
+//!
+//! Queues of instance references (a function's idle stack, a node's LRU order, Desiccant's
+//! eligible list) are lazy: an entry carries the instance's generation when it was queued,
+//! and every state change bumps the generation, so stale entries are skipped when popped
+//! instead of being searched for and removed.
+
+use icebox_policy::{IdleHistogram, ReclaimThreshold};
+use std::collections::{BTreeSet, VecDeque};
+
+pub type Ref = (u32, u32);
+
+#[derive(Debug, Clone, Default)]
+pub struct Inst {
+    pub func: u32,
+    pub node: u32,
+    pub in_flight: u32,
+    pub gen: u32,
+    pub alive: bool,
+    pub idle: bool,
+    pub idle_since: u64,
+    /// Bytes charged to its node now.
+    pub charge: u64,
+    /// When its cold start ends; activations that join earlier wait for it.
+    pub ready_at: u64,
+    pub reclaimed: bool,
+    /// Position in its function's busy list while busy.
+    pub busy_pos: u32,
+    /// Its key in the node's frequency order while idle.
+    pub evict_key: (u64, u64),
+}
+
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub cap: u64,
+    pub used: u64,
+    /// Charge of its idle instances: what evictions could free.
+    pub idle_mem: u64,
+    pub idle_count: u32,
+    pub cores_used: u32,
+    /// Idle instances, least recently used first (lazy).
+    pub lru: VecDeque<Ref>,
+    /// Idle instances by `EvictOrder::key`, for frequency eviction (exact, not lazy).
+    pub by_key: BTreeSet<((u64, u64), u32)>,
+    /// Idle instances past Desiccant's frozen timeout, not reclaimed yet (lazy).
+    pub eligible: VecDeque<Ref>,
+    pub threshold: ReclaimThreshold,
+}
+
+impl Node {
+    pub fn new(cap: u64, threshold: ReclaimThreshold) -> Self {
+        Node {
+            cap,
+            used: 0,
+            idle_mem: 0,
+            idle_count: 0,
+            cores_used: 0,
+            lru: VecDeque::new(),
+            by_key: BTreeSet::new(),
+            eligible: VecDeque::new(),
+            threshold,
+        }
+    }
+
+    pub fn free(&self) -> u64 {
+        self.cap.saturating_sub(self.used)
+    }
+
+    /// Free memory plus what evicting every idle instance (but `own`, bytes of one that is
+    /// about to be reused) would free.
+    pub fn reachable(&self, own: u64) -> u64 {
+        self.free() + self.idle_mem.saturating_sub(own)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Func {
+    /// Busy instances (with activations in flight).
+    pub busy: Vec<u32>,
+    /// Idle instances, most recently idle on top (lazy).
+    pub idle: Vec<Ref>,
+    pub idle_count: u32,
+    pub invocations: u64,
+    pub hist: IdleHistogram,
+    /// OpenWhisk placement: home node and co-prime step.
+    pub home: u32,
+    pub step: u32,
+}
+
+/// Drops stale entries once a lazy queue holds far more entries than live ones, so its size
+/// stays proportional to the idle instances rather than to the invocations.
+pub fn compact<C>(queue: &mut C, live: u32, keep: impl FnMut(&Ref) -> bool)
+where
+    C: Retain,
+{
+    if queue.len() > 2 * live as usize + 1024 {
+        queue.retain_refs(keep);
+    }
+}
+
+pub trait Retain {
+    fn len(&self) -> usize;
+    fn retain_refs(&mut self, keep: impl FnMut(&Ref) -> bool);
+}
+
+impl Retain for Vec<Ref> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn retain_refs(&mut self, keep: impl FnMut(&Ref) -> bool) {
+        self.retain(keep)
+    }
+}
+
+impl Retain for VecDeque<Ref> {
+    fn len(&self) -> usize {
+        VecDeque::len(self)
+    }
+    fn retain_refs(&mut self, keep: impl FnMut(&Ref) -> bool) {
+        self.retain(keep)
+    }
+}
+
+/// Steps co-prime with `n`, as OpenWhisk's sharding balancer uses, so stepping from any home
+/// node visits every node once.
+pub fn coprime_steps(n: u32) -> Vec<u32> {
+    fn gcd(a: u32, b: u32) -> u32 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let steps: Vec<u32> = (1..=n.max(1)).filter(|&s| gcd(s, n.max(1)) == 1).collect();
+    if steps.is_empty() {
+        vec![1]
+    } else {
+        steps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coprime_steps_visit_every_node() {
+        assert_eq!(coprime_steps(10), [1, 3, 7, 9]);
+        assert_eq!(coprime_steps(1), [1]);
+        for n in 1..20u32 {
+            for step in coprime_steps(n) {
+                let mut seen: Vec<u32> = (0..n).map(|k| (5 + k * step) % n).collect();
+                seen.sort_unstable();
+                seen.dedup();
+                assert_eq!(seen.len(), n as usize);
+            }
+        }
+    }
+
+    #[test]
+    fn compaction_drops_stale_entries_only_when_large() {
+        let mut q: Vec<Ref> = (0..2000).map(|i| (i, 0)).collect();
+        compact(&mut q, 10, |r| r.0 < 5);
+        assert_eq!(q.len(), 5);
+        let mut small: Vec<Ref> = (0..100).map(|i| (i, 0)).collect();
+        compact(&mut small, 10, |_| false);
+        assert_eq!(small.len(), 100);
+    }
+}

@@ -1,0 +1,69 @@
+'use strict';
+// ICEBOX_SHARING=isolate: the action runs in a pool of worker_threads isolates (one activation
+// per isolate at a time, each with its own heap and GC, limited to ICEBOX_ISOLATE_MEMORY_MB),
+// while the main thread, which only routes activations, is the shared isolate that keeps
+// icebox.shared state. Loaded on the first /init, so worker_threads costs nothing before.
+
+const fs = require('fs');
+const { InitError, describeError } = require('./errors');
+const { json, isObject, applyInitEnv, writeSentinels } = require('./response');
+const { IsolatePool } = require('./isolate-pool');
+const { processStore } = require('./shared-store');
+const { localSharedApi, install } = require('./shared-api');
+
+let config = null;
+let state = 'uninitialized'; // -> 'initializing' -> 'ready'; a failed init goes back
+let pool = null;
+
+function configure(value) {
+  config = value;
+}
+
+async function init(body) {
+  if (state !== 'uninitialized') {
+    return json(403, { error: 'Internal error. Cannot initialize the action more than once.' });
+  }
+  state = 'initializing';
+  let dir = null;
+  try {
+    const value = isObject(body.value) ? body.value : {};
+    // Workers start with a copy of the main thread's environment, this included.
+    applyInitEnv(process.env, value.env);
+    install(globalThis, localSharedApi(processStore()), 'isolate');
+    const main = typeof value.main === 'string' && value.main.trim() !== '' ? value.main.trim() : 'main';
+    if (typeof value.code !== 'string' || value.code === '') {
+      throw new InitError('Missing "code": there is no action source or zip to load.');
+    }
+    if (value.binary === true) dir = require('./archive').extract(value.code);
+    pool = new IsolatePool(config, { code: dir === null ? value.code : null, main, dir }, processStore());
+    await pool.start();
+    state = 'ready';
+    return json(200, { ok: true });
+  } catch (err) {
+    state = 'uninitialized';
+    if (pool) await pool.close();
+    pool = null;
+    if (dir !== null) fs.rmSync(dir, { recursive: true, force: true });
+    const reason = err instanceof InitError ? err.message : describeError(err);
+    return json(502, { error: `Initialization has failed due to: ${reason}` });
+  }
+}
+
+async function run(body) {
+  if (state !== 'ready') return json(403, { error: 'Cannot invoke an uninitialized action.' });
+  const response = await pool.run(body);
+  await writeSentinels();
+  return response;
+}
+
+// POST /icebox/reclaim: a whole idle isolate is garbage that costs nothing to collect.
+async function beforeReclaim() {
+  return { isolates_terminated: pool ? await pool.terminateIdle() : 0 };
+}
+
+function sharingStats() {
+  const isolates = pool ? pool.stats() : require('./mode').idleSharingStats(config).isolates;
+  return { mode: 'isolate', capacity: config.capacity, in_flight: pool ? pool.inFlight : 0, isolates };
+}
+
+module.exports = { configure, init, run, beforeReclaim, sharingStats };

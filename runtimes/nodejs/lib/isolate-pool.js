@@ -1,0 +1,318 @@
+'use strict';
+// Isolate mode's pool of worker isolates (the thesis' isolate pool, §3.4): each activation
+// borrows an idle isolate with the action already loaded (a pool start) or starts a new one
+// (a fresh start); afterwards the isolate goes back to the pool, and the isolates beyond the
+// pool size that stay idle for ICEBOX_ISOLATE_IDLE_MS are terminated, giving their whole heap
+// back at once. An isolate that crashes, exits, runs out of heap or passes its activation's
+// deadline takes only that activation with it.
+
+const path = require('path');
+const { Worker } = require('worker_threads');
+const { InitError, describeError } = require('./errors');
+const { TIMED_OUT, json, deadlineOf } = require('./response');
+const { SampleWindow } = require('./samples');
+
+const WORKER_SCRIPT = path.join(__dirname, 'isolate-worker.js');
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function now() {
+  return performance.timeOrigin + performance.now();
+}
+
+// ICEBOX_ISOLATE_MEMORY_MB bounds the isolate's whole heap. V8 sizes the young generation by
+// itself (up to 16 MB and more for a worker) on top of the old-generation limit, so with many
+// isolates the young generations alone could exceed the instance's memory limit: an eighth of
+// the budget, 1..8 MB, goes to it, the rest to the old generation.
+function heapLimits(budgetMb) {
+  const young = Math.min(8, Math.max(1, Math.floor(budgetMb / 8)));
+  return { maxYoungGenerationSizeMb: young, maxOldGenerationSizeMb: Math.max(1, budgetMb - young) };
+}
+
+class Isolate {
+  constructor(pool) {
+    this.pool = pool;
+    const options = { workerData: pool.workerData, stdout: false, stderr: false };
+    if (pool.config.isolateMemoryMb !== null) options.resourceLimits = heapLimits(pool.config.isolateMemoryMb);
+    this.worker = new Worker(WORKER_SCRIPT, options);
+    this.error = null; // the worker's uncaught error or out-of-memory, if it ended with one
+    this.endedBy = null; // why the pool terminated it: 'torn_down' | 'timed_out' | 'init_failed'
+    this.exited = false;
+    this.activation = null; // resolves the running activation's outcome
+    this.idleSince = 0;
+    this.locks = new Map(); // shared-state locks it holds, released if it dies holding them
+    this.ready = new Promise((resolve, reject) => {
+      this.onReady = resolve;
+      this.onStartFailed = reject;
+    });
+    this.ready.catch(() => {}); // the pool decides who hears about a failed start
+    this.gone = new Promise((resolve) => this.worker.once('exit', (code) => { this.onExit(code); resolve(); }));
+    this.worker.on('message', (msg) => this.onMessage(msg));
+    this.worker.on('error', (err) => { this.error = err; });
+  }
+
+  onMessage(msg) {
+    switch (msg.type) {
+      case 'log': {
+        const stream = msg.fd === 1 ? process.stdout : process.stderr;
+        stream.write(msg.binary ? Buffer.from(msg.text, 'latin1') : msg.text);
+        break;
+      }
+      case 'ready':
+        this.onReady();
+        break;
+      case 'init-error':
+        this.onStartFailed(new InitError(msg.reason));
+        this.terminate('init_failed');
+        break;
+      case 'result':
+        if (this.activation) this.activation({ response: msg.response, started: msg.started });
+        break;
+      case 'shared':
+        this.pool.serveShared(this, msg).then(
+          (reply) => this.post({ type: 'shared-reply', id: msg.id, ...reply }),
+          (err) => this.post({ type: 'shared-reply', id: msg.id, error: describeError(err) }),
+        );
+        break;
+      default:
+        break;
+    }
+  }
+
+  post(msg) {
+    if (!this.exited) this.worker.postMessage(msg);
+  }
+
+  terminate(reason) {
+    if (this.endedBy === null) this.endedBy = reason;
+    this.worker.terminate();
+    return this.gone;
+  }
+
+  onExit(code) {
+    this.exited = true;
+    for (const { release } of this.locks.values()) release();
+    this.locks.clear();
+    const failure = new Error(this.exitReason(code));
+    this.onStartFailed(failure);
+    if (this.activation) this.activation({ failure });
+    this.pool.forget(this);
+  }
+
+  exitReason(code) {
+    const err = this.error;
+    if (err && err.code === 'ERR_WORKER_OUT_OF_MEMORY') {
+      return `The action's isolate ran out of memory (heap limit ${this.pool.config.isolateMemoryMb} MB) and was terminated.`;
+    }
+    if (err) return `The action's isolate crashed: ${describeError(err)}`;
+    return `The action's isolate exited with code ${code}.`;
+  }
+}
+
+class IsolatePool {
+  // `workerData`: what isolate-worker.js loads, {code, main, dir}.
+  constructor(config, workerData, store) {
+    this.config = config;
+    this.workerData = workerData;
+    this.store = store;
+    this.idle = []; // a stack: the most recently used isolate is borrowed first
+    this.busy = new Set();
+    this.refilling = 0;
+    this.inFlight = 0;
+    this.nextLock = 1;
+    this.counts = { created: 0, torn_down: 0, crashed: 0, timed_out: 0 };
+    this.starts = { pool: new SampleWindow(), fresh: new SampleWindow() };
+    this.closed = false;
+    this.sweepTimer = null;
+  }
+
+  spawn() {
+    this.counts.created += 1;
+    return new Isolate(this);
+  }
+
+  // Starts the first isolate, whose failure to load the action is /init's failure, then fills
+  // the rest of the pool in the background.
+  async start() {
+    const first = this.spawn();
+    await first.ready;
+    this.makeIdle(first);
+    this.refill();
+  }
+
+  async run(body) {
+    this.inFlight += 1;
+    const borrowed = now();
+    let isolate = this.idle.pop();
+    const kind = isolate ? 'pool' : 'fresh';
+    if (!isolate) isolate = this.spawn();
+    this.busy.add(isolate);
+    try {
+      const outcome = await this.activate(isolate, body);
+      if (outcome.timedOut) {
+        this.counts.timed_out += 1;
+        await isolate.terminate('timed_out');
+        return json(504, { error: `${TIMED_OUT} Its isolate was terminated.` });
+      }
+      if (outcome.failure) {
+        process.stderr.write(`${outcome.failure.message}\n`);
+        const message = outcome.failure instanceof InitError
+          ? `A new isolate could not load the action: ${outcome.failure.message}`
+          : outcome.failure.message;
+        return json(502, { error: message });
+      }
+      this.starts[kind].add(Math.max(0, outcome.started - borrowed)); // two threads' clocks
+      this.busy.delete(isolate);
+      this.makeIdle(isolate);
+      return outcome.response;
+    } finally {
+      this.busy.delete(isolate);
+      this.inFlight -= 1;
+      this.refill();
+    }
+  }
+
+  activate(isolate, body) {
+    return new Promise((resolve) => {
+      let timer = null;
+      const settle = (outcome) => {
+        clearTimeout(timer);
+        isolate.activation = null;
+        resolve(outcome);
+      };
+      isolate.activation = settle;
+      const deadline = deadlineOf(body);
+      if (deadline !== null) {
+        timer = setTimeout(() => settle({ timedOut: true }), Math.min(MAX_TIMER_MS, Math.max(0, deadline - Date.now())));
+      }
+      isolate.ready.then(() => {
+        if (isolate.activation !== settle) return;
+        const activation = {};
+        for (const key of Object.keys(body)) if (key !== 'value') activation[key] = body[key];
+        isolate.post({ type: 'run', params: body.value === undefined ? {} : body.value, activation });
+      }, (failure) => settle({ failure }));
+    });
+  }
+
+  makeIdle(isolate) {
+    if (isolate.exited || this.closed) return;
+    isolate.idleSince = performance.now();
+    this.idle.push(isolate);
+    this.scheduleSweep();
+  }
+
+  // Idle isolates beyond the pool size are terminated least recently used first, once they
+  // have been idle for ICEBOX_ISOLATE_IDLE_MS; one timer, set for the oldest.
+  scheduleSweep() {
+    if (this.sweepTimer !== null || this.idle.length <= this.config.isolatePool) return;
+    const due = this.idle[0].idleSince + this.config.isolateIdleMs - performance.now();
+    this.sweepTimer = setTimeout(() => {
+      this.sweepTimer = null;
+      this.sweep();
+    }, Math.max(0, due));
+  }
+
+  sweep() {
+    while (this.idle.length > this.config.isolatePool
+        && performance.now() - this.idle[0].idleSince >= this.config.isolateIdleMs) {
+      this.counts.torn_down += 1;
+      this.idle.shift().terminate('torn_down');
+    }
+    this.scheduleSweep();
+  }
+
+  // Keeps ICEBOX_ISOLATE_POOL isolates warm, started in the background after activations.
+  refill() {
+    while (!this.closed && this.idle.length + this.refilling < this.config.isolatePool) {
+      this.refilling += 1;
+      const isolate = this.spawn();
+      isolate.ready.then(() => {
+        this.refilling -= 1;
+        this.makeIdle(isolate);
+      }, (err) => {
+        this.refilling -= 1;
+        process.stderr.write(`A pool isolate could not load the action: ${err.message}\n`);
+      });
+    }
+  }
+
+  // Called by an isolate when its worker has exited, whoever ended it.
+  forget(isolate) {
+    const at = this.idle.indexOf(isolate);
+    if (at !== -1) this.idle.splice(at, 1);
+    this.busy.delete(isolate);
+    if (isolate.endedBy === null || isolate.endedBy === 'init_failed') this.counts.crashed += 1;
+  }
+
+  // Terminates every idle isolate (POST /icebox/reclaim); the pool refills after the next activation.
+  async terminateIdle() {
+    const idle = this.idle.splice(0);
+    this.counts.torn_down += idle.length;
+    await Promise.all(idle.map((isolate) => isolate.terminate('torn_down')));
+    return idle.length;
+  }
+
+  async close() {
+    this.closed = true;
+    clearTimeout(this.sweepTimer);
+    const all = [...this.idle, ...this.busy];
+    this.idle = [];
+    await Promise.all(all.map((isolate) => isolate.terminate('torn_down')));
+  }
+
+  // Answers an isolate's icebox.shared request from the main thread's store.
+  async serveShared(isolate, msg) {
+    const { store } = this;
+    switch (msg.op) {
+      case 'get': return { value: store.get(msg.key) };
+      case 'has': return { value: store.has(msg.key) };
+      case 'keys': return { value: store.keys() };
+      case 'set':
+      case 'delete': {
+        const had = store.has(msg.key);
+        const release = await store.acquire(msg.key);
+        store.put(msg.key, msg.op === 'set' ? msg.value : undefined);
+        release();
+        return { value: had };
+      }
+      case 'lock': {
+        const release = await store.acquire(msg.key);
+        if (isolate.exited) {
+          release();
+          throw new Error('the isolate has exited');
+        }
+        const lock = this.nextLock++;
+        isolate.locks.set(lock, { key: msg.key, release });
+        return { value: store.get(msg.key), lock };
+      }
+      case 'unlock': {
+        const held = isolate.locks.get(msg.lock);
+        if (!held) throw new Error('unknown lock');
+        isolate.locks.delete(msg.lock);
+        if (msg.write) store.put(held.key, msg.value);
+        held.release();
+        return {};
+      }
+      default:
+        throw new Error(`unknown icebox.shared operation ${msg.op}`);
+    }
+  }
+
+  stats() {
+    const round = (v) => (v === null ? null : Math.round(v * 1000) / 1000);
+    return {
+      live: this.idle.length + this.busy.size,
+      busy: this.busy.size,
+      idle: this.idle.length,
+      ...this.counts,
+      pool_target: this.config.isolatePool,
+      start_ms: {
+        pool_last: round(this.starts.pool.last()),
+        fresh_last: round(this.starts.fresh.last()),
+        fresh_median: round(this.starts.fresh.median()),
+        pool_median: round(this.starts.pool.median()),
+      },
+    };
+  }
+}
+
+module.exports = { IsolatePool };

@@ -1,0 +1,99 @@
+'use strict';
+// The code of one worker isolate (isolate mode, lib/isolate-pool.js): loads the action, then
+// runs one activation at a time for the main thread. Everything the action writes to stdout or
+// stderr travels to the main thread on the same port as the result, so its logs are written
+// there before the activation's sentinels, in order.
+
+const { parentPort, workerData } = require('worker_threads');
+const { InitError, describeError, stackOf } = require('./errors');
+const { json, setActivationEnv, toResponse } = require('./response');
+const { remoteSharedApi, install } = require('./shared-api');
+
+function forward(fd, stream) {
+  // eslint-disable-next-line no-param-reassign
+  stream.write = (chunk, encoding, callback) => {
+    const done = typeof encoding === 'function' ? encoding : callback;
+    const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('latin1');
+    parentPort.postMessage({ type: 'log', fd, text, binary: typeof chunk !== 'string' });
+    if (typeof done === 'function') process.nextTick(done);
+    return true;
+  };
+}
+forward(1, process.stdout);
+forward(2, process.stderr);
+
+const pending = new Map(); // shared-state request id -> {resolve, reject}
+let nextRequest = 1;
+function request(op, fields) {
+  const id = nextRequest++;
+  return new Promise((resolve, reject) => {
+    pending.set(id, { resolve, reject });
+    try {
+      parentPort.postMessage({ type: 'shared', id, op, ...fields });
+    } catch (err) { // a value that cannot be cloned
+      pending.delete(id);
+      reject(err);
+    }
+  });
+}
+install(globalThis, remoteSharedApi(request), 'isolate');
+
+// One activation at a time runs here, so an error thrown from one of the action's callbacks
+// is, unlike in a shared process, certainly the running activation's (or, between
+// activations, a leftover of an earlier one's: logged).
+let failCurrent = null;
+function onStrayError(err) {
+  if (failCurrent) failCurrent(err);
+  else process.stderr.write(`Uncaught error in action code: ${stackOf(err)}\n`);
+}
+process.on('uncaughtException', onStrayError);
+process.on('unhandledRejection', onStrayError);
+
+let entry = null;
+
+parentPort.on('message', (msg) => {
+  if (msg.type === 'run') {
+    run(msg);
+  } else if (msg.type === 'shared-reply') {
+    const waiter = pending.get(msg.id);
+    pending.delete(msg.id);
+    if (!waiter) return;
+    if (msg.error !== undefined) waiter.reject(new Error(msg.error));
+    else waiter.resolve(msg);
+  }
+});
+
+async function run(msg) {
+  const started = performance.timeOrigin + performance.now();
+  setActivationEnv(process.env, msg.activation);
+  const strayError = new Promise((resolve, reject) => { failCurrent = reject; });
+  let response;
+  try {
+    response = toResponse(await Promise.race([invoke(msg.params), strayError]));
+  } catch (err) {
+    process.stderr.write(`${stackOf(err)}\n`);
+    response = json(502, { error: describeError(err) });
+  } finally {
+    failCurrent = null;
+  }
+  parentPort.postMessage({ type: 'result', started, response });
+}
+
+async function invoke(params) {
+  return entry(params);
+}
+
+async function load() {
+  try {
+    const { code, main, dir } = workerData;
+    entry = dir === null
+      ? require('./source').load(code, main)
+      : await require('./archive').loadDir(dir, main);
+  } catch (err) {
+    parentPort.postMessage({ type: 'init-error', reason: err instanceof InitError ? err.message : describeError(err) });
+    return;
+  }
+  parentPort.postMessage({ type: 'ready' });
+}
+
+load();

@@ -1,0 +1,174 @@
+'use strict';
+// ICEBOX_SHARING=shared (Photons-style): concurrent activations share the process, its heap and
+// its GC, but each runs in its own vm context (lib/vm-context.js), so their globals are
+// private. Contexts are pooled: created on demand, reused afterwards, so a context keeps its
+// globals across the activations that reuse it, as a warm container would. Loaded on the first
+// /init, so vm costs nothing before.
+
+const fs = require('fs');
+const { AsyncLocalStorage } = require('async_hooks');
+const { InitError, describeError, stackOf } = require('./errors');
+const {
+  TIMED_OUT, json, isObject, applyInitEnv, setActivationEnv, toResponse, writeSentinels, deadlineOf,
+} = require('./response');
+const { ActionCode, ActionContext } = require('./vm-context');
+const { processStore } = require('./shared-store');
+const { localSharedApi, install } = require('./shared-api');
+
+// ICEBOX_EAGER_GC=1: a full GC after every activation, as in process mode (lib/action.js).
+const EAGER_GC = process.env.ICEBOX_EAGER_GC === '1';
+
+let config = null;
+let state = 'uninitialized'; // -> 'initializing' -> 'ready'; a failed init goes back
+let code = null;
+let baseEnv = null;
+let shared = null;
+const idle = []; // a stack: the most recently used context is reused first
+const busy = new Set();
+let created = 0;
+let inFlight = 0;
+
+// Each activation runs inside its own async context, so an error thrown from one of its
+// callbacks (a timer, an unawaited promise) fails exactly that activation, even with several
+// in flight; an error no activation owns any more is only logged.
+const activations = new AsyncLocalStorage();
+function onStrayError(err) {
+  const owner = activations.getStore();
+  if (owner && !owner.done) owner.fail(err);
+  else process.stderr.write(`Uncaught error in action code: ${stackOf(err)}\n`);
+}
+
+function configure(value) {
+  config = value;
+}
+
+async function init(body) {
+  if (state !== 'uninitialized') {
+    return json(403, { error: 'Internal error. Cannot initialize the action more than once.' });
+  }
+  state = 'initializing';
+  let dir = null;
+  try {
+    const value = isObject(body.value) ? body.value : {};
+    applyInitEnv(process.env, value.env);
+    baseEnv = { ...process.env };
+    shared = localSharedApi(processStore());
+    install(globalThis, shared, 'shared');
+    process.on('uncaughtException', onStrayError);
+    process.on('unhandledRejection', onStrayError);
+    const main = typeof value.main === 'string' && value.main.trim() !== '' ? value.main.trim() : 'main';
+    if (typeof value.code !== 'string' || value.code === '') {
+      throw new InitError('Missing "code": there is no action source or zip to load.');
+    }
+    if (value.binary === true) {
+      dir = require('./archive').extract(value.code);
+      code = ActionCode.fromDir(dir, main);
+    } else {
+      code = ActionCode.fromSource(value.code, main);
+    }
+    idle.push(newContext());
+    state = 'ready';
+    return json(200, { ok: true });
+  } catch (err) {
+    state = 'uninitialized';
+    process.off('uncaughtException', onStrayError);
+    process.off('unhandledRejection', onStrayError);
+    if (dir !== null) fs.rmSync(dir, { recursive: true, force: true });
+    const reason = err instanceof InitError ? err.message : describeError(err);
+    return json(502, { error: `Initialization has failed due to: ${reason}` });
+  }
+}
+
+function newContext() {
+  const context = new ActionContext(code, baseEnv, shared);
+  created += 1;
+  return context;
+}
+
+async function run(body) {
+  if (state !== 'ready') return json(403, { error: 'Cannot invoke an uninitialized action.' });
+  inFlight += 1;
+  let response;
+  try {
+    response = await activate(body);
+  } finally {
+    inFlight -= 1;
+  }
+  if (EAGER_GC) require('./full-gc').fullGc();
+  await writeSentinels();
+  return response;
+}
+
+async function activate(body) {
+  let context = idle.pop();
+  if (!context) {
+    try {
+      context = newContext();
+    } catch (err) {
+      process.stderr.write(`${stackOf(err)}\n`);
+      return json(502, { error: `A new context could not load the action: ${describeError(err)}` });
+    }
+  }
+  busy.add(context);
+  setActivationEnv(context.process.env, body);
+  const { response, reusable } = await invoke(context, body.value === undefined ? {} : body.value, deadlineOf(body));
+  busy.delete(context);
+  // A context whose activation was cut off may still have code running or half-done state.
+  if (reusable) idle.push(context);
+  return response;
+}
+
+function invoke(context, params, deadline) {
+  return new Promise((resolve) => {
+    let timer = null;
+    const owner = { done: false };
+    const finish = (response, reusable) => {
+      if (owner.done) return;
+      owner.done = true;
+      clearTimeout(timer);
+      resolve({ response, reusable });
+    };
+    owner.fail = (err) => {
+      process.stderr.write(`${stackOf(err)}\n`);
+      finish(json(502, { error: describeError(err) }), true);
+    };
+    const timedOut = () => {
+      process.stderr.write(`${TIMED_OUT}\n`);
+      finish(json(504, { error: TIMED_OUT }), false);
+    };
+    const remaining = deadline === null ? null : deadline - Date.now();
+    if (remaining !== null) {
+      if (remaining <= 0) {
+        timedOut();
+        return;
+      }
+      timer = setTimeout(timedOut, Math.min(2 ** 31 - 1, remaining));
+    }
+    activations.run(owner, () => {
+      let result;
+      try {
+        result = context.call(params, remaining);
+      } catch (err) {
+        if (err && err.code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') timedOut();
+        else owner.fail(err);
+        return;
+      }
+      Promise.resolve(result).then((value) => finish(toResponse(value), true), owner.fail);
+    });
+  });
+}
+
+async function beforeReclaim() {
+  return {};
+}
+
+function sharingStats() {
+  return {
+    mode: 'shared',
+    capacity: config.capacity,
+    in_flight: inFlight,
+    contexts: { live: idle.length + busy.size, busy: busy.size, created },
+  };
+}
+
+module.exports = { configure, init, run, beforeReclaim, sharingStats };

@@ -1,0 +1,38 @@
+"""Shared-mode bookkeeping: activation slots (threads of this interpreter) and in-flight count.
+
+A Python activation cannot get private globals cheaply (module globals are the action's
+state), so a slot is only a counted place for one concurrent activation: created on demand up
+to the capacity and reused afterwards, reported as the stats' `sharing.contexts`.
+"""
+
+import _thread
+
+
+class Slots:
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self._lock = _thread.allocate_lock()
+        self._idle = 0
+        self._busy = 0
+        self._created = 0
+        self.in_flight = 0
+
+    def acquire(self):
+        with self._lock:
+            self.in_flight += 1
+            if self._idle:
+                self._idle -= 1
+            else:
+                self._created += 1
+            self._busy += 1
+
+    def release(self):
+        with self._lock:
+            self.in_flight -= 1
+            self._busy -= 1
+            self._idle += 1
+
+    def contexts(self):
+        with self._lock:
+            return {"live": self._idle + self._busy, "busy": self._busy,
+                    "created": self._created}

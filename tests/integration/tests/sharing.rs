@@ -1,0 +1,385 @@
+//! Runtime sharing (`icebox.sharing`) against the real daemon and runtimes: where concurrent
+//! activations run in each mode, what the instances view shows, and that a misbehaving
+//! activation in a shared runtime fails alone.
+
+use icebox_integration::{wait_for, Activation, Daemon};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Deploy with annotations; panics unless the daemon accepts it.
+fn deploy(
+    d: &Daemon,
+    name: &str,
+    kind: &str,
+    code: &str,
+    limits: Value,
+    sharing: &[(&str, Value)],
+) {
+    let annotations: Vec<Value> = sharing
+        .iter()
+        .map(|(k, v)| json!({"key": k, "value": v}))
+        .collect();
+    d.put_action(
+        name,
+        &json!({"exec": {"kind": kind, "code": code}, "limits": limits, "annotations": annotations}),
+    )
+    .expect(200);
+}
+
+/// Invoke `n` times at once, each with its own parameters.
+fn invoke_together(d: &Daemon, name: &str, params: Vec<Value>) -> Vec<Activation> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = params
+            .into_iter()
+            .map(|p| s.spawn(move || d.invoke(name, p)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn instances_of(d: &Daemon, action: &str) -> Vec<Value> {
+    d.instances()
+        .into_iter()
+        .filter(|i| i["action"] == format!("guest/{action}"))
+        .collect()
+}
+
+/// Sleeps, so that activations started together overlap, and says where it ran.
+const NODE_WHERE: &str = r#"
+function main(params) {
+  const { threadId } = require('worker_threads');
+  return new Promise((resolve) => setTimeout(() => resolve({
+    pid: process.pid, thread: threadId, activation: process.env.__OW_ACTIVATION_ID,
+  }), params.ms || 1500));
+}"#;
+
+#[test]
+fn process_mode_gives_each_concurrent_activation_its_own_instance() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    // limits.concurrency 4 without an annotation: the default, process, still isolates them.
+    deploy(
+        &d,
+        "where",
+        "nodejs:20",
+        NODE_WHERE,
+        json!({"concurrency": 4}),
+        &[],
+    );
+    let runs = invoke_together(&d, "where", vec![json!({}); 3]);
+    let instances: BTreeSet<&str> = runs.iter().map(|a| a.instance()).collect();
+    assert_eq!(instances.len(), 3, "{instances:?}");
+    for i in instances_of(&d, "where") {
+        assert_eq!(i["sharing_mode"], "process", "{i}");
+        assert!(i.get("sharing").is_none(), "{i}");
+    }
+}
+
+#[test]
+fn isolate_mode_runs_concurrent_activations_in_isolates_of_one_instance() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    deploy(
+        &d,
+        "where",
+        "nodejs:20",
+        NODE_WHERE,
+        json!({"concurrency": 4, "memory": 256}),
+        &[("icebox.sharing", json!("isolate"))],
+    );
+    // A first activation starts the instance, so the next three all find it running.
+    d.invoke("where", json!({"ms": 10})).expect_success();
+    let runs: Vec<Activation> = invoke_together(&d, "where", vec![json!({}); 3])
+        .into_iter()
+        .map(Activation::expect_success)
+        .collect();
+    let instances: BTreeSet<&str> = runs.iter().map(|a| a.instance()).collect();
+    assert_eq!(
+        instances.len(),
+        1,
+        "one instance takes all three: {instances:?}"
+    );
+    let threads: BTreeSet<u64> = runs
+        .iter()
+        .map(|a| a.result()["thread"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        threads.len(),
+        3,
+        "each overlapping activation has its own isolate"
+    );
+    assert!(
+        !threads.contains(&0),
+        "none runs on the main thread: {threads:?}"
+    );
+    // Each activation sees its own id, although they share one process.
+    for a in &runs {
+        assert_eq!(a.result()["activation"], a.id(), "{}", a.result());
+    }
+    let id = runs[0].instance().to_string();
+    let view = wait_for("the isolates account", Duration::from_secs(10), || {
+        d.instance(&id)
+            .filter(|i| i["sharing"]["isolates"]["created"].as_u64() >= Some(3))
+    });
+    assert_eq!(view["sharing_mode"], "isolate");
+    let iso = &view["sharing"]["isolates"];
+    assert_eq!(
+        iso["live"].as_u64(),
+        Some(iso["busy"].as_u64().unwrap() + iso["idle"].as_u64().unwrap()),
+        "{iso}"
+    );
+    assert_eq!(view["sharing"]["capacity"], 4);
+}
+
+const NODE_MISBEHAVE: &str = r#"
+function main(params) {
+  if (params.do === 'hang') { for (;;) {} }
+  if (params.do === 'exit') { process.exit(3); }
+  if (params.do === 'oom') { const hog = []; for (;;) hog.push(new Array(1e6).fill(hog.length)); }
+  return new Promise((resolve) => setTimeout(() => resolve({ ok: true }), 800));
+}"#;
+
+#[test]
+fn an_isolate_that_hangs_crashes_or_runs_out_of_heap_fails_only_its_activation() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    deploy(
+        &d,
+        "misbehave",
+        "nodejs:20",
+        NODE_MISBEHAVE,
+        json!({"concurrency": 4, "memory": 512, "timeout": 3000}),
+        &[
+            ("icebox.sharing", json!("isolate")),
+            ("icebox.isolate_memory", json!(64)),
+        ],
+    );
+    let first = d.invoke("misbehave", json!({})).expect_success();
+    let instance = first.instance().to_string();
+    for bad in ["hang", "exit", "oom"] {
+        let runs = invoke_together(&d, "misbehave", vec![json!({"do": bad}), json!({})]);
+        assert!(!runs[0].succeeded(), "{bad}: {}", runs[0].result());
+        assert_eq!(
+            runs[0].timed_out(),
+            bad == "hang",
+            "{bad}: {}",
+            runs[0].result()
+        );
+        assert!(
+            runs[1].succeeded(),
+            "{bad}: the neighbour failed: {}",
+            runs[1].result()
+        );
+        assert_eq!(runs[1].instance(), instance, "{bad}: the neighbour moved");
+        // The instance lives on and serves the next activation.
+        let next = d.invoke("misbehave", json!({})).expect_success();
+        assert_eq!(
+            next.instance(),
+            instance,
+            "{bad}: the instance was replaced"
+        );
+    }
+    let view = wait_for("crash and timeout counts", Duration::from_secs(10), || {
+        d.instance(&instance)
+            .filter(|i| i["sharing"]["isolates"]["crashed"].as_u64() >= Some(2))
+    });
+    assert!(
+        view["sharing"]["isolates"]["timed_out"].as_u64() >= Some(1),
+        "{view}"
+    );
+    d.assert_healthy();
+}
+
+#[test]
+fn shared_mode_keeps_globals_private_to_each_concurrent_activation() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    let code = r#"
+function main(params) {
+  globalThis.count = (globalThis.count || 0) + 1;
+  const mine = globalThis.count;
+  return new Promise((resolve) => setTimeout(() => resolve({
+    pid: process.pid, count: mine, now: globalThis.count,
+  }), params.ms || 1500));
+}"#;
+    deploy(
+        &d,
+        "globals",
+        "nodejs:20",
+        code,
+        json!({"concurrency": 3}),
+        &[("icebox.sharing", json!("shared"))],
+    );
+    d.invoke("globals", json!({"ms": 10})).expect_success();
+    let runs: Vec<Activation> = invoke_together(&d, "globals", vec![json!({}); 3])
+        .into_iter()
+        .map(Activation::expect_success)
+        .collect();
+    let pids: BTreeSet<u64> = runs
+        .iter()
+        .map(|a| a.result()["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 1, "one runtime: {pids:?}");
+    // No activation saw another's increment while they overlapped.
+    for a in &runs {
+        assert_eq!(a.result()["count"], a.result()["now"], "{}", a.result());
+    }
+    let id = runs[0].instance().to_string();
+    let view = wait_for("the contexts account", Duration::from_secs(10), || {
+        d.instance(&id)
+            .filter(|i| i["sharing"]["contexts"]["live"].as_u64() >= Some(3))
+    });
+    assert_eq!(view["sharing_mode"], "shared");
+}
+
+#[test]
+fn python_shared_mode_runs_concurrent_activations_on_threads_of_one_interpreter() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    let code = r#"import os, time, threading
+def main(args):
+    time.sleep(args.get('s', 1.5))
+    return {'pid': os.getpid(), 'thread': threading.get_ident(),
+            'activation': os.environ.get('__OW_ACTIVATION_ID')}
+"#;
+    deploy(
+        &d,
+        "pyshared",
+        "python:3",
+        code,
+        json!({"concurrency": 3}),
+        &[("icebox.sharing", json!("shared"))],
+    );
+    d.invoke("pyshared", json!({"s": 0})).expect_success();
+    let runs: Vec<Activation> = invoke_together(&d, "pyshared", vec![json!({}); 3])
+        .into_iter()
+        .map(Activation::expect_success)
+        .collect();
+    let pids: BTreeSet<u64> = runs
+        .iter()
+        .map(|a| a.result()["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    for a in &runs {
+        assert_eq!(a.result()["activation"], a.id(), "{}", a.result());
+    }
+}
+
+#[test]
+fn sharing_annotations_are_checked_at_deploy() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    let put = |kind: &str, code: &str, annotations: Value| {
+        d.put_action(
+            "bad",
+            &json!({"exec": {"kind": kind, "code": code}, "annotations": annotations}),
+        )
+    };
+    let node = "function main() { return {}; }";
+    let cases = [
+        (
+            "nodejs:20",
+            node,
+            json!([{"key": "icebox.sharing", "value": "threads"}]),
+            "'threads'",
+        ),
+        (
+            "python:3",
+            "def main(a):\n    return a\n",
+            json!([{"key": "icebox.sharing", "value": "isolate"}]),
+            "only Node.js",
+        ),
+        (
+            "nodejs:20",
+            node,
+            json!([{"key": "icebox.isolate_pool", "value": 2}]),
+            "only applies",
+        ),
+        (
+            "nodejs:20",
+            node,
+            json!([{"key": "icebox.sharing", "value": "isolate"}, {"key": "icebox.isolate_memory", "value": 4}]),
+            "between 16 and",
+        ),
+    ];
+    for (kind, code, annotations, expected) in cases {
+        let reply = put(kind, code, annotations.clone());
+        assert_eq!(reply.status, 400, "{annotations}: {}", reply.body);
+        assert!(
+            reply.error_message().contains(expected),
+            "{annotations}: {}",
+            reply.body
+        );
+    }
+    // Nothing was stored by the refusals.
+    assert_eq!(d.get("/api/v1/namespaces/_/actions/bad").status, 404);
+}
+
+#[test]
+fn isolates_allocating_together_stay_within_the_instance_memory_limit() {
+    // Found by the soak: 8 isolates with the default heap limit each grew their garbage to it
+    // and together past the 256 MB limit, so the kernel killed the instance and every
+    // activation in it.
+    let d = Daemon::start(&["--prewarm", "none"]);
+    let code = std::fs::read_to_string(
+        icebox_integration::paths::workspace_root().join("examples/nodejs/alloc.js"),
+    )
+    .unwrap();
+    deploy(
+        &d,
+        "alloc",
+        "nodejs:20",
+        &code,
+        json!({"concurrency": 8, "memory": 256}),
+        &[("icebox.sharing", json!("isolate"))],
+    );
+    d.invoke("alloc", json!({"mb": 1})).expect_success();
+    for round in 0..6 {
+        for a in invoke_together(&d, "alloc", vec![json!({"mb": 8}); 8]) {
+            assert!(a.succeeded(), "round {round}: {}", a.result());
+        }
+    }
+    let instances = instances_of(&d, "alloc");
+    assert!(!instances.is_empty());
+    for i in &instances {
+        assert!(i["memory"]["rss"].as_u64() < Some(256 << 20), "{i}");
+    }
+}
+
+#[test]
+fn reclaiming_an_idle_isolate_instance_gives_back_its_isolates() {
+    let d = Daemon::start(&["--prewarm", "none", "--pause-grace", "100ms"]);
+    let code = std::fs::read_to_string(
+        icebox_integration::paths::workspace_root().join("examples/nodejs/alloc.js"),
+    )
+    .unwrap();
+    deploy(
+        &d,
+        "alloc",
+        "nodejs:20",
+        &code,
+        json!({"concurrency": 4, "memory": 1024}),
+        &[("icebox.sharing", json!("isolate"))],
+    );
+    let first = d.invoke("alloc", json!({"mb": 1})).expect_success();
+    let instance = first.instance().to_string();
+    // Four isolates, each left holding its activation's garbage.
+    for a in invoke_together(&d, "alloc", vec![json!({"mb": 24}); 4]) {
+        assert_eq!(a.expect_success().instance(), instance);
+    }
+    wait_for("the instance frozen", Duration::from_secs(20), || {
+        d.instance(&instance).filter(|i| i["state"] == "frozen")
+    });
+    let report = d
+        .request(
+            "POST",
+            &format!("/icebox/v1/instances/{instance}/reclaim"),
+            icebox_integration::Auth::Key(icebox_integration::AUTH),
+            None,
+        )
+        .expect(200)
+        .json();
+    let (before, after) = (
+        report["uss_before"].as_u64().unwrap(),
+        report["uss_after"].as_u64().unwrap(),
+    );
+    assert!(after * 2 < before, "isolates not given back: {report}");
+    // The instance serves on, with a fresh isolate.
+    let next = d.invoke("alloc", json!({"mb": 1})).expect_success();
+    assert_eq!(next.instance(), instance);
+}
