@@ -105,3 +105,13 @@ def test_actions_sort_in_the_order_the_simulator_meets_them():
     actions = sim_validate.assign_actions(order, ["filehash", "image"])
     names = [actions[f][0] for f in order]
     assert names == sorted(names) == ["sv000.filehash", "sv001.image", "sv002.filehash"]
+
+
+def test_idle_memory_is_taken_after_the_median_count(traces_dir):
+    trace = open_trace(traces_dir / "azure2019-sample100", window=Window(865 * 60.0, 875 * 60.0))
+    kept = sim_validate.choose_functions(trace.invocations, 600, seed=0)
+    actions = sim_validate.assign_actions(kept, ["filehash"])
+    n = sim_validate.median_invocations(trace.invocations, actions)
+    counts = sorted(sum(1 for inv in trace.invocations if inv.function == f) for f in kept)
+    assert n == max(1, counts[(len(counts) - 1) // 2])
+    assert sim_validate.median_invocations([], {}) == 1

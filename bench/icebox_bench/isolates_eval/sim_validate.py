@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import random
+import statistics
 from collections import Counter
 from pathlib import Path
 
@@ -99,6 +100,14 @@ def assign_actions(trace_functions: list[str], bench_functions: list[str]) -> di
         raise ValueError("no benchmark function")
     return {t: (f"sv{k:03d}.{bench_functions[k % len(bench_functions)]}", bench_functions[k % len(bench_functions)])
             for k, t in enumerate(trace_functions)}
+
+
+def median_invocations(invocations: list[TraceInvocation], actions: dict) -> int:
+    """The median number of invocations of the kept trace functions (at least 1): how many an
+    idle instance of the replay has typically run. The median, as most run once and a mean
+    would follow the few frequent ones."""
+    per_function = Counter(inv.function for inv in invocations if inv.function in actions)
+    return max(1, int(statistics.median_low(per_function.values()))) if per_function else 1
 
 
 def events(invocations: list[TraceInvocation], actions: dict[str, tuple[str, str]], origin_s: float, speed: float,

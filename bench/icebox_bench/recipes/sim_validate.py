@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-from collections import Counter
 from pathlib import Path
 
 from .. import manifest
@@ -87,12 +85,9 @@ class SimValidate(Recipe):
         ctx.log(f"busiest {minutes} min from minute {start}: {len(trace.invocations)} invocations; kept "
                 f"{len(kept)} trace functions under {budget} invocations")
         # An idle instance holds the garbage of the invocations it ran: the profile's idle
-        # memory is taken after as many as the median action gets in the window (most get one;
-        # a mean would follow the few frequent ones).
-        per_action = Counter(inv.function for inv in trace.invocations if inv.function in actions)
-        idle_after = max(1, int(statistics.median_low(per_action.values()))) if per_action else 1
-        ctx.log(f"{sum(per_action.values())} invocations of {len(actions)} actions: idle memory after "
-                f"{idle_after} invocation(s), the median")
+        # memory is taken after as many as an action typically gets in the window.
+        idle_after = sim_validate.median_invocations(trace.invocations, actions)
+        ctx.log(f"{len(actions)} actions: idle memory after {idle_after} invocation(s), the median")
         profile = await self._profile(ctx, specs, sharing, idle_after)
         write_json(ctx.run_dir.file("profile.json"), profile)
         warm = {b: profile["functions"][b]["warm_ms"] for b in by_name}
