@@ -78,17 +78,26 @@ def _points(peaks: dict[int, float]) -> dict:
                      "invocations": 10, "failures": 0} for n, v in peaks.items()}
 
 
+# The final run on main (Node.js sharing modes merged), default settings, memalloc, PSS peaks.
+MEMALLOC = {
+    "process": {1: 75.114, 2: 152.705, 4: 272.298, 8: 459.523, 16: 892.603},
+    "shared": {1: 81.928, 2: 85.615, 4: 91.053, 8: 92.166, 16: 90.643},
+    "isolate": {1: 77.027, 2: 139.09, 4: 197.719, 8: 367.801, 16: 579.922},
+}
+
+
 def test_function_entry_ratio_at_8_crossover_and_targets():
-    entry = memory.function_entry({
-        "process": {"points": _points({1: 60.0, 8: 480.0})},
-        "shared": {"points": _points({1: 70.0, 8: 91.0})},
-        "isolate": {"points": _points({1: 62.0, 8: 150.0})},
-    })
-    assert entry["isolate_over_process_at_8"]["measured"] == pytest.approx(150 / 480, abs=1e-4)
-    assert entry["crossover"]["measured"] == 8
-    summary = memory.summary("pss", [1, 8], {"f": entry})
-    assert summary["targets"] == [{"function": "f", "target": "isolate/process memory at n=8 <= 0.6",
-                                   "value": pytest.approx(0.3125), "met": True}]
+    entry = memory.function_entry({m: {"points": _points(p)} for m, p in MEMALLOC.items()})
+    fits = {m: e["fit"] for m, e in entry["modes"].items()}
+    assert (fits["process"]["increment_mb"], fits["shared"]["increment_mb"], fits["isolate"]["increment_mb"]) == (54, 1, 34)
+    assert fits["isolate"]["base_mb"] == pytest.approx(129.801)   # the n=8 point sets the bound
+    assert entry["isolate_over_process_at_8"] == {"measured": pytest.approx(367.801 / 459.523, abs=1e-4),
+                                                  "fitted": pytest.approx(0.7532, abs=1e-4)}
+    # Isolate is never cheaper than shared past one activation: one heap against one per isolate.
+    assert entry["crossover"] == {"fitted": 1, "measured": 2}
+    summary = memory.summary("pss", [1, 2, 4, 8, 16], {"memalloc": entry})
+    assert summary["targets"] == [{"function": "memalloc", "target": "isolate/process memory at n=8 <= 0.6",
+                                   "value": pytest.approx(0.8004, abs=1e-4), "met": False}]
     json.dumps(summary)
 
 
