@@ -59,11 +59,13 @@ def render(out: Path, summary: dict) -> list[Path]:
     text = ["# Latency of the sharing modes (isolates thesis §4.3)", "",
             f"{summary['function']}, closed loop per concurrency level after a warm-up; client-side latency.", "",
             "## Latency", "", latency_table(summary), "", "## Isolate against shared (p99)", "", gains_table(summary), ""]
-    starts = summary.get("isolate_start_ms")
-    if starts:
-        text += ["## Isolate start times (the runtime's `sharing.isolates`)", "",
-                 markdown_table(["key", "value"], [[k, fmt(v, 3) if isinstance(v, float) else str(v)]
-                                                  for k, v in sorted(starts.items())]), ""]
+    for key, title in (("isolate_start_ms", "idle node"), ("isolate_start_ms_loaded", "after the levels, loaded")):
+        starts = summary.get(key)
+        if starts:
+            text += [f"## Isolate start times, {title} (the runtime's `sharing.isolates`)", "",
+                     markdown_table(["key", "value"], [[k, fmt(v, 3) if isinstance(v, float) else str(v)]
+                                                      for k, v in sorted(starts.items()) if not k.endswith("samples_ms")]),
+                     ""]
     down = summary.get("teardown")
     if down:
         text += ["## Teardown", "",

@@ -66,6 +66,41 @@ async def measure_mode(client: IceboxClient, spec: FunctionSpec, mode: str, leve
     return out, starts
 
 
+async def measure_starts(client: IceboxClient, spec: FunctionSpec, *, rounds: int, memory_mb: int | None,
+                         isolate: dict | None, size: str = "A", log=print) -> dict | None:
+    """Isolate start times on an otherwise idle node: `rounds` fresh starts (each after a reclaim
+    terminated every idle isolate, so the activation must create one), then `rounds` pool starts
+    (sequential activations borrowing the warm isolate). The runtime's medians, from /stats."""
+    action = f"isolates-latency.{spec.name}.starts"
+    await deploy(client, action, sharing_body(spec, "isolate", concurrency=2, memory_mb=memory_mb, isolate=isolate,
+                                              reclaim="desiccant"))
+    params = spec.input(size)
+    try:
+        first = await invoke_once(client, action, params, action_timeout_ms=spec.timeout_ms)
+        if first["status"] != "success":
+            raise RuntimeError(f"{action} failed: {first.get('error')}")
+        instance = first["instance"]
+        fresh, pool = [], []
+        for _ in range(rounds):
+            await wait_frozen(client, instance)
+            await reclaim(client, instance)
+            r = await invoke_once(client, action, params, action_timeout_ms=spec.timeout_ms)
+            fresh.append((latency.start_times(await client.instance_stats(instance)) or {}).get("fresh_last"))
+        for _ in range(rounds):
+            r = await invoke_once(client, action, params, action_timeout_ms=spec.timeout_ms)
+            pool.append((latency.start_times(await client.instance_stats(instance)) or {}).get("pool_last"))
+        if r["instance"] != instance:
+            raise RuntimeError(f"{action}: the start rounds ran on two instances")
+        out = latency.start_times(await client.instance_stats(instance))
+        if out is not None:
+            out["fresh_samples_ms"], out["pool_samples_ms"] = fresh, pool
+            log(f"isolate starts, idle node: pool median {out.get('pool_median')} ms, fresh median "
+                f"{out.get('fresh_median')} ms")
+        return out
+    finally:
+        await remove(client, action, log)
+
+
 async def measure_teardown(client: IceboxClient, kind: str, *, hold_mb: int, isolate_memory_mb: int,
                            memory_mb: int, variant: str | None = None, log=print) -> dict:
     action = "isolates-latency.teardown"

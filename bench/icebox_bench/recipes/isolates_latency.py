@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import manifest
 from ..client import IceboxError
 from ..isolates_eval import latency, latency_render
-from ..isolates_eval.latency_run import measure_mode, measure_teardown
+from ..isolates_eval.latency_run import measure_mode, measure_starts, measure_teardown
 from ..isolates_eval.options import int_list, isolate_settings, mode_list
 from . import register
 from .base import Recipe, RecipeContext
@@ -37,7 +37,7 @@ class IsolatesLatency(Recipe):
         spec = manifest.select(str(s["function"]), manifest.load_all(ctx.functions_dir))[0]
         memory_mb = int(s["memory_mb"]) if s.get("memory_mb") else None
         modes: dict[str, dict] = {}
-        starts = None
+        loaded = None
         self._failed: dict[str, str] = {}
         for mode in mode_list(s["modes"]):
             try:
@@ -45,11 +45,19 @@ class IsolatesLatency(Recipe):
                     ctx.client, spec, mode, levels, warmup_s=float(s["warmup"]), measure_s=float(s["measure_seconds"]),
                     memory_mb=memory_mb, isolate=isolate_settings(s), size=str(s["input"]),
                     invocations=ctx.session.invocations, log=ctx.log)
-                starts = st or starts
+                loaded = st or loaded
             except (IceboxError, RuntimeError, ValueError) as e:
                 self._failed[mode] = str(e)
                 ctx.log(f"error: {spec.name}/{mode}: {e}")
-            ctx.run_dir.write_json("summary.json", latency.summary(spec.name, levels, modes, starts, None))
+            ctx.run_dir.write_json("summary.json", latency.summary(spec.name, levels, modes, None, None, loaded))
+        starts = None
+        if int(s["start_rounds"]) > 0:
+            try:
+                starts = await measure_starts(ctx.client, spec, rounds=int(s["start_rounds"]), memory_mb=memory_mb,
+                                              isolate=isolate_settings(s), size=str(s["input"]), log=ctx.log)
+            except (IceboxError, RuntimeError, ValueError) as e:
+                self._failed["starts"] = str(e)
+                ctx.log(f"error: isolate starts: {e}")
         down = None
         if int(s["hold_mb"]) > 0:
             try:
@@ -62,7 +70,7 @@ class IsolatesLatency(Recipe):
                 ctx.log(f"error: teardown: {e}")
         if self._failed:
             ctx.session.result["failed"] = self._failed
-        result = latency.summary(spec.name, levels, modes, starts, down)
+        result = latency.summary(spec.name, levels, modes, starts, down, loaded)
         for t in result["targets"]:
             ctx.log(f"target {t['target']}: {t['value']} {'met' if t['met'] else 'missed'}")
         return result
