@@ -7,6 +7,7 @@ import asyncio
 from ..client import IceboxClient
 from ..desiccant_eval.actions import memory_of, reclaim, wait_frozen
 from ..invoke import invoke_once
+from ..loop import run_loop
 from ..manifest import FunctionSpec
 from . import sim_profile
 from .actions import deploy, remove, sharing_body
@@ -78,3 +79,22 @@ async def measure_function(client: IceboxClient, spec: FunctionSpec, plan: Memor
                                        peaks={m: peaks(e["points"]) for m, e in per_mode.items()},
                                        idle_none=idle["idle_none"], idle_desiccant=idle["idle_desiccant"])
     return entry, {"cold_and_idle": idle, "modes": per_mode}
+
+
+async def idle_curve(client: IceboxClient, spec: FunctionSpec, n: int, *, size: str, measure: str,
+                     log=print) -> list[float]:
+    """MiB of `measure` after each of n sequential invocations, the mean of two instances run
+    side by side (two actions of the same code: the function's own library pages shared)."""
+    actions = [f"profile-sim.{spec.name}.curve{k}" for k in (1, 2)]
+    body = sharing_body(spec, "process", concurrency=1)
+    try:
+        for action in actions:
+            await deploy(client, action, body)
+        loops = await asyncio.gather(*(run_loop(client, a, spec.input(size), n, timeout_ms=spec.timeout_ms,
+                                                function=spec.name, log=log) for a in actions))
+    finally:
+        for action in actions:
+            await remove(client, action, log)
+    curve = [round(sum(loop[i][measure] for loop in loops) / len(loops) / 2**20, 3) for i in range(n)]
+    log(f"{spec.name}: idle {measure} after 1 / {n} invocations: {curve[0]} / {curve[-1]} MiB")
+    return curve

@@ -132,10 +132,29 @@ def write_events_csv(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def sim_profiles(profile: dict, actions: dict[str, tuple[str, str]]) -> dict:
-    """The profile file the simulator gets: one entry per action, its benchmark function's."""
-    return {**profile, "source": f"{profile.get('source', '')}; sim-validate: per action, its function's profile",
-            "functions": {action: profile["functions"][bench] for action, bench in actions.values()}}
+def sim_profiles(profile: dict, actions: dict[str, tuple[str, str]], *, counts: dict[str, int] | None = None,
+                 idle_curves: dict[str, list[float]] | None = None, mode: str = "process") -> dict:
+    """The profile file the simulator gets: one entry per action, its benchmark function's.
+
+    With `idle_curves` ({function: [MiB idle after 1, 2, ... invocations]}) and `counts`
+    ({trace function: invocations in the window}), each action's process-mode base and idle
+    memory are its function's idle memory after as many invocations as the action runs (the last
+    point of the curve beyond it): an idle instance keeps the garbage of what it ran, which the
+    simulator's one figure per profile cannot follow (measured in the replay: memalloc instances
+    13-43 MiB, image 13-49 MiB, by invocations run)."""
+    functions = {}
+    for trace_function, (action, bench) in actions.items():
+        entry = profile["functions"][bench]
+        curve = (idle_curves or {}).get(bench)
+        if curve and counts is not None and mode == "process":
+            c = max(1, counts.get(trace_function, 1))
+            idle = round(curve[min(c, len(curve)) - 1], 3)
+            entry = {**entry, "sharing": {**entry["sharing"], "process": {**entry["sharing"]["process"], "base_mb": idle}},
+                     "idle_mb": {**entry.get("idle_mb", {}), "none": idle}}
+        functions[action] = entry
+    note = "per action, its function's profile" + (", idle memory after the action's invocation count"
+                                                   if idle_curves and counts is not None and mode == "process" else "")
+    return {**profile, "source": f"{profile.get('source', '')}; sim-validate: {note}", "functions": functions}
 
 
 def step_mean(samples: list[tuple[float, float]], start: float, end: float) -> float | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 
 from .. import manifest
@@ -14,7 +15,7 @@ from ..frozen_garbage.baseline import start_companion, stop_companion
 from ..isolates_eval import sim_profile, sim_run, sim_validate
 from ..isolates_eval.memory_run import MemoryPlan
 from ..isolates_eval.options import int_list, mode_list
-from ..isolates_eval.sim_profile_run import measure_function
+from ..isolates_eval.sim_profile_run import idle_curve, measure_function
 from ..isolates_eval.sim_validate_run import ReplayPlan, replay
 from ..recorder import write_json
 from ..report.tables import fmt, markdown_table
@@ -93,8 +94,23 @@ class SimValidate(Recipe):
         warm = {b: profile["functions"][b]["warm_ms"] for b in by_name}
         events = sim_validate.events(trace.invocations, actions, start * 60.0, speed, warm)
         events_csv = sim_validate.write_events_csv(ctx.run_dir.file("events.csv"), events)
+        counts = dict(Counter(inv.function for inv in trace.invocations if inv.function in actions))
+        curves = {}
+        if sharing == "process" and int(s["idle_curve_max"]) > 0:
+            await start_companion(ctx.client, specs[0].language, specs[0].kind, None)
+            try:
+                for spec in specs:
+                    mine = [c for t_, c in counts.items() if actions[t_][1] == spec.name]
+                    if mine:
+                        n = min(int(s["idle_curve_max"]), max(mine))
+                        curves[spec.name] = await idle_curve(ctx.client, spec, n, size=str(s["input"]),
+                                                             measure=str(s["measure"]), log=ctx.log)
+            finally:
+                await stop_companion(ctx.client, specs[0].language)
+            ctx.run_dir.write_json("idle_curves.json", curves)
         sim_profiles = ctx.run_dir.file("sim-profiles.json")
-        write_json(sim_profiles, sim_validate.sim_profiles(profile, actions))
+        write_json(sim_profiles, sim_validate.sim_profiles(profile, actions, counts=counts if curves else None,
+                                                          idle_curves=curves, mode=sharing))
         keep_alive_s = parse_seconds(str(s["keep_alive"]))
         plan = ReplayPlan(invocations=trace.invocations, actions=actions, specs=by_name, origin_s=start * 60.0,
                           speed=speed, sharing=sharing, concurrency=concurrency, tail_s=float(s["tail"]),
