@@ -115,3 +115,23 @@ def test_idle_memory_is_taken_after_the_median_count(traces_dir):
     counts = sorted(sum(1 for inv in trace.invocations if inv.function == f) for f in kept)
     assert n == max(1, counts[(len(counts) - 1) // 2])
     assert sim_validate.median_invocations([], {}) == 1
+
+
+# The start of the idle curves a sim-validate run measured (USS MiB after 1, 2, 3, 4 invocations).
+CURVES = {"memalloc": [26.955, 28.967, 33.002, 38.941], "image": [13.346, 19.066, 21.357, 24.625]}
+
+
+def test_each_action_gets_the_idle_memory_of_its_invocation_count():
+    profile = {"version": 1, "source": "run", "functions": {
+        f: {"cold_start_ms": 80.0, "warm_ms": 9.0, "sharing": {"process": {"base_mb": 30.0, "increment_mb": 15.0}},
+            "idle_mb": {"none": 30.0, "desiccant": 7.0}, "runs": 2} for f in CURVES}}
+    actions = {"a": ("sv000.memalloc", "memalloc"), "b": ("sv001.image", "image"), "c": ("sv002.memalloc", "memalloc")}
+    out = sim_validate.sim_profiles(profile, actions, counts={"a": 1, "b": 3, "c": 9}, idle_curves=CURVES)
+    f = out["functions"]
+    assert f["sv000.memalloc"]["sharing"]["process"] == {"base_mb": 26.955, "increment_mb": 15.0}
+    assert f["sv001.image"]["idle_mb"] == {"none": 21.357, "desiccant": 7.0}
+    assert f["sv002.memalloc"]["sharing"]["process"]["base_mb"] == 38.941  # past the curve: its last point
+    assert profile["functions"]["memalloc"]["sharing"]["process"]["base_mb"] == 30.0  # not modified
+    # Shared and isolate modes keep the function's profile.
+    kept = sim_validate.sim_profiles(profile, actions, counts={"a": 1}, idle_curves=CURVES, mode="isolate")
+    assert kept["functions"]["sv000.memalloc"] == profile["functions"]["memalloc"]

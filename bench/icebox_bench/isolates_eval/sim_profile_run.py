@@ -7,7 +7,6 @@ import asyncio
 from ..client import IceboxClient
 from ..desiccant_eval.actions import memory_of, reclaim, wait_frozen
 from ..invoke import invoke_once
-from ..loop import run_loop
 from ..manifest import FunctionSpec
 from . import sim_profile
 from .actions import deploy, remove, sharing_body
@@ -81,20 +80,33 @@ async def measure_function(client: IceboxClient, spec: FunctionSpec, plan: Memor
     return entry, {"cold_and_idle": idle, "modes": per_mode}
 
 
+async def _frozen_after_each(client: IceboxClient, action: str, spec: FunctionSpec, n: int, size: str,
+                             measure: str) -> list[int]:
+    instance, out = None, []
+    for i in range(n):
+        r = await invoke_once(client, action, spec.input(size), action_timeout_ms=spec.timeout_ms)
+        if r["status"] != "success" or (instance is not None and r["instance"] != instance):
+            raise RuntimeError(f"{action}: invocation {i + 1} failed or ran on another instance: {r.get('error')}")
+        instance = r["instance"]
+        out.append(memory_of(await wait_frozen(client, instance))[measure])
+    return out
+
+
 async def idle_curve(client: IceboxClient, spec: FunctionSpec, n: int, *, size: str, measure: str,
                      log=print) -> list[float]:
-    """MiB of `measure` after each of n sequential invocations, the mean of two instances run
-    side by side (two actions of the same code: the function's own library pages shared)."""
+    """MiB of `measure` after each of n sequential invocations, once frozen (as idle instances
+    are: V8 returns freed pages on a background thread after an activation), the mean of two
+    instances run side by side (two actions of the same code: the function's own library pages
+    shared)."""
     actions = [f"profile-sim.{spec.name}.curve{k}" for k in (1, 2)]
     body = sharing_body(spec, "process", concurrency=1)
     try:
         for action in actions:
             await deploy(client, action, body)
-        loops = await asyncio.gather(*(run_loop(client, a, spec.input(size), n, timeout_ms=spec.timeout_ms,
-                                                function=spec.name, log=log) for a in actions))
+        loops = await asyncio.gather(*(_frozen_after_each(client, a, spec, n, size, measure) for a in actions))
     finally:
         for action in actions:
             await remove(client, action, log)
-    curve = [round(sum(loop[i][measure] for loop in loops) / len(loops) / 2**20, 3) for i in range(n)]
+    curve = [round(sum(loop[i] for loop in loops) / len(loops) / 2**20, 3) for i in range(n)]
     log(f"{spec.name}: idle {measure} after 1 / {n} invocations: {curve[0]} / {curve[-1]} MiB")
     return curve
