@@ -1,0 +1,106 @@
+"""Deploying an action in a sharing mode and reading its instances (spec §1–2).
+
+An action's sharing mode is its `icebox.sharing` annotation; in isolate mode
+`icebox.isolate_memory` (MB), `icebox.isolate_pool` and `icebox.isolate_idle_ms` tune the
+Worker pool. `limits.concurrency` is how many activations one instance takes (process mode
+always takes one, so n concurrent activations start n instances).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ..client import ApiError, IceboxClient
+from ..deploy import action_body
+from ..manifest import FunctionSpec
+
+SHARING_ANNOTATION = "icebox.sharing"
+_POLL_S = 0.05
+
+
+def sharing_body(spec: FunctionSpec | None, mode: str, *, concurrency: int, memory_mb: int | None = None,
+                 isolate: dict | None = None, reclaim: str | None = None, exec_body: dict | None = None) -> dict:
+    """The action body of `spec` (or of `exec_body`) in `mode`. `isolate` may hold memory_mb,
+    pool, idle_ms (each only sent when not None)."""
+    body = action_body(spec) if spec is not None else {"exec": exec_body}
+    limits = body.setdefault("limits", {})
+    limits["concurrency"] = int(concurrency)
+    if memory_mb is not None:
+        limits["memory"] = int(memory_mb)
+    annotations = [{"key": SHARING_ANNOTATION, "value": mode}]
+    names = {"memory_mb": "icebox.isolate_memory", "pool": "icebox.isolate_pool", "idle_ms": "icebox.isolate_idle_ms"}
+    if mode == "isolate":
+        for key, value in (isolate or {}).items():
+            if value is not None:
+                annotations.append({"key": names[key], "value": int(value)})
+    if reclaim is not None:
+        annotations.append({"key": "icebox.reclaim", "value": reclaim})
+    body["annotations"] = annotations
+    return body
+
+
+async def deploy(client: IceboxClient, action: str, body: dict) -> dict:
+    try:
+        return await client.put_action(action, body)
+    except ApiError as e:
+        raise ApiError("PUT", action, e.status, f"deploying {action}: {e.message}") from None
+
+
+def owned_by(view: dict, action: str) -> bool:
+    """The view's `action` is `namespace/name`."""
+    return str(view.get("action", "")).rsplit("/", 1)[-1] == action
+
+
+async def instances_of(client: IceboxClient, action: str) -> list[dict]:
+    return [v for v in await client.instances() if owned_by(v, action)]
+
+
+async def measure_action(client: IceboxClient, action: str) -> dict:
+    """The action's instances measured now (GET ?fresh=true each, concurrently): the sums of
+    uss/pss/rss in bytes, the instance count, activations in flight, and each instance's
+    `sharing` object as the daemon reports it (None from a daemon without it)."""
+    views = await instances_of(client, action)
+
+    async def fresh(view: dict) -> dict | None:
+        try:
+            return await client.instance(view["id"], fresh=True)
+        except ApiError as e:
+            if e.status == 404:  # evicted between the list and the read
+                return None
+            raise
+    measured = [v for v in await asyncio.gather(*(fresh(v) for v in views)) if v is not None]
+    out = {"t_ms": round(time.time() * 1000.0, 3), "instances": len(measured),
+           "in_flight": sum(int(v.get("in_flight") or 0) for v in measured),
+           "sharing_modes": [v.get("sharing_mode") for v in measured],
+           "sharing": [v.get("sharing") for v in measured]}
+    for m in ("uss", "pss", "rss"):
+        out[m] = sum(int((v.get("memory") or {}).get(m) or 0) for v in measured)
+    return out
+
+
+def reported_modes(sample: dict) -> set[str]:
+    """The modes the daemon (`sharing_mode`) and the runtimes (`sharing.mode`) say the
+    instances run in; empty from a daemon that reports neither."""
+    modes = {m for m in sample.get("sharing_modes") or [] if m}
+    modes |= {s.get("mode") for s in sample.get("sharing") or [] if isinstance(s, dict) and s.get("mode")}
+    return modes
+
+
+async def wait_gone(client: IceboxClient, action: str, timeout_s: float = 30.0) -> None:
+    """Deleting an action evicts its instances asynchronously; the next measurement must not
+    see them."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not await instances_of(client, action):
+            return
+        await asyncio.sleep(_POLL_S)
+    raise TimeoutError(f"instances of {action} still alive {timeout_s:.0f} s after it was deleted")
+
+
+async def remove(client: IceboxClient, action: str, log=print) -> None:
+    try:
+        await client.delete_action(action)
+        await wait_gone(client, action)
+    except (ApiError, TimeoutError) as e:
+        log(f"warning: removing {action}: {e}")
