@@ -99,19 +99,24 @@ pub fn join_busy_by<K: Ord>(busy: impl IntoIterator<Item = (K, u32)>, capacity: 
 }
 
 /// The memory model of one instance: a base paid once per runtime, plus an increment per
-/// activation in flight (the thesis' Table 4.1 fits). Idle instances cost the base.
+/// activation in flight beyond the `base_activations` the base already holds. icebox's own
+/// profiles measure the base idle (`base_activations` 0: memory(n) = base + n × increment);
+/// the thesis' Table 4.1 measures it with one activation (1: memory(n) = base + (n − 1) ×
+/// increment, its formula), and an idle instance keeps that limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryProfile {
     pub base_bytes: u64,
     pub increment_bytes: u64,
+    #[serde(default)]
+    pub base_activations: u32,
 }
 
 impl MemoryProfile {
-    /// Expected memory with `in_flight` activations running. The first activation's private
-    /// state is part of the increment, as in the thesis' fit (base + n × increment).
+    /// Expected memory with `in_flight` activations running.
     pub fn charge(&self, in_flight: u32) -> u64 {
+        let extra = u64::from(in_flight.saturating_sub(self.base_activations));
         self.base_bytes
-            .saturating_add(self.increment_bytes.saturating_mul(u64::from(in_flight)))
+            .saturating_add(self.increment_bytes.saturating_mul(extra))
     }
 }
 
@@ -188,12 +193,22 @@ mod tests {
         let p = MemoryProfile {
             base_bytes: 100,
             increment_bytes: 10,
+            base_activations: 0,
         };
         assert_eq!(p.charge(0), 100);
         assert_eq!(p.charge(3), 130);
+        // The thesis' convention: the base already holds one activation.
+        let thesis = MemoryProfile {
+            base_activations: 1,
+            ..p
+        };
+        assert_eq!(thesis.charge(0), 100);
+        assert_eq!(thesis.charge(1), 100);
+        assert_eq!(thesis.charge(3), 120);
         let huge = MemoryProfile {
             base_bytes: u64::MAX,
             increment_bytes: 1,
+            base_activations: 0,
         };
         assert_eq!(huge.charge(5), u64::MAX);
     }

@@ -33,10 +33,19 @@ pub struct FunctionProfile {
     pub runs: Option<u32>,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct ModeProfile {
     pub base_mb: f64,
     pub increment_mb: f64,
+    /// Activations `base_mb` was measured with: 0 (default) when it is an idle instance's
+    /// memory, as icebox-bench measures; 1 for the thesis' Base (memory with one activation,
+    /// memory(n) = base + (n − 1) × increment).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub base_activations: u32,
     /// Overrides the function's value in this mode (the thesis measured a faster cold start
     /// for the isolate proxy than for Photons).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,6 +153,7 @@ impl Resolved {
             memory: MemoryProfile {
                 base_bytes: mib_to_bytes(m.base_mb),
                 increment_bytes: mib_to_bytes(m.increment_mb),
+                base_activations: m.base_activations,
             },
             cold_start_ms: m.cold_start_ms.unwrap_or(f.cold_start_ms).round() as u64,
             warm_ms: m.warm_ms.unwrap_or(f.warm_ms).round() as u64,
@@ -240,6 +250,17 @@ mod tests {
         assert_eq!(f.functions.len(), 4);
         let mem = &f.functions["memalloc"].sharing[&SharingMode::Shared];
         assert_eq!((mem.base_mb, mem.increment_mb), (119.0, 195.0));
+        // The thesis' formula: Base + (n - 1) x Increment, so one Photons activation of the
+        // memory allocator needs its Base, not Base + 195 MB.
+        let photons = Resolved::resolve(
+            "memalloc",
+            &f.functions["memalloc"],
+            SharingMode::Shared,
+            &DesiccantConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(photons.memory.charge(1), mib_to_bytes(119.0));
+        assert_eq!(photons.memory.charge(2), mib_to_bytes(119.0 + 195.0));
     }
 
     #[test]

@@ -157,6 +157,7 @@ impl Workload {
                             self.trace.memory_mb[f].unwrap_or(a.default_memory_mb),
                         ),
                         increment_bytes: 0,
+                        base_activations: 0,
                     },
                     cold_start_ms: a.cold_start_ms.max(0.0).round() as u64,
                     warm_ms: self.trace.durations_ms[f]

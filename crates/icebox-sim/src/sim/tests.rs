@@ -11,6 +11,7 @@ fn class(base_mb: u64, inc_mb: u64, cold: u64, warm: u64) -> Resolved {
         memory: MemoryProfile {
             base_bytes: base_mb * MIB,
             increment_bytes: inc_mb * MIB,
+            base_activations: 0,
         },
         cold_start_ms: cold,
         warm_ms: warm,
