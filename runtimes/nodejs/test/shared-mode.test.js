@@ -161,3 +161,24 @@ test('an action may redeclare global names and add its own globals', async (t) =
     buffer: 2, url: '/y', event: 'e', counter: 42, math: 2, array: true, strict: true,
   });
 });
+
+test('a reclaim drops the idle contexts but the most recently used one', async (t) => {
+  async function main(params) {
+    globalThis.who = globalThis.who || params.id;
+    await barrier('started', 3);
+    return { who: globalThis.who };
+  }
+  const proxy = await sharedProxy(t, { code: sourceOf(barrier, main) });
+  await Promise.all(['a', 'b', 'c'].map((id) => proxy.run({ id })));
+  let { sharing } = (await proxy.request('GET', '/icebox/stats')).body;
+  assert.equal(sharing.contexts.live, 3);
+  const reclaim = await proxy.request('POST', '/icebox/reclaim', {});
+  assert.equal(reclaim.status, 200, reclaim.text);
+  assert.equal(reclaim.body.details.contexts_dropped, 2);
+  ({ sharing } = (await proxy.request('GET', '/icebox/stats')).body);
+  assert.deepEqual(sharing.contexts, { live: 1, busy: 0, created: 3 });
+  // The kept context serves on with its globals.
+  const after = await proxy.run({ id: 'd' });
+  assert.equal(after.status, 200, after.text);
+  assert.ok(['a', 'b', 'c'].includes(after.body.who), after.text);
+});
