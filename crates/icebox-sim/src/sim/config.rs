@@ -118,7 +118,7 @@ impl SimConfig {
     /// would otherwise all read "0GiB".
     pub fn label(&self) -> String {
         const GIB: u64 = 1 << 30;
-        let size = if self.node_memory % GIB == 0 {
+        let size = if self.node_memory.is_multiple_of(GIB) {
             format!("{}GiB", self.node_memory / GIB)
         } else {
             format!("{}MiB", self.node_memory >> 20)
