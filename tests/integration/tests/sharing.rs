@@ -27,6 +27,22 @@ fn deploy(
     .expect(200);
 }
 
+/// examples/nodejs/alloc.js as "alloc" in isolate mode.
+fn deploy_isolate_alloc(d: &Daemon, concurrency: u32, memory_mb: u32) {
+    let code = std::fs::read_to_string(
+        icebox_integration::paths::workspace_root().join("examples/nodejs/alloc.js"),
+    )
+    .unwrap();
+    deploy(
+        d,
+        "alloc",
+        "nodejs:20",
+        &code,
+        json!({"concurrency": concurrency, "memory": memory_mb}),
+        &[("icebox.sharing", json!("isolate"))],
+    );
+}
+
 /// Invoke `n` times at once, each with its own parameters.
 fn invoke_together(d: &Daemon, name: &str, params: Vec<Value>) -> Vec<Activation> {
     std::thread::scope(|s| {
@@ -36,6 +52,23 @@ fn invoke_together(d: &Daemon, name: &str, params: Vec<Value>) -> Vec<Activation
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     })
+}
+
+/// One activation to start the instance, then `n` together, so all `n` find it running;
+/// each must succeed.
+fn warm_then_together(d: &Daemon, name: &str, warm: Value, n: usize) -> Vec<Activation> {
+    d.invoke(name, warm).expect_success();
+    invoke_together(d, name, vec![json!({}); n])
+        .into_iter()
+        .map(Activation::expect_success)
+        .collect()
+}
+
+/// The distinct values of a numeric result field.
+fn distinct(runs: &[Activation], field: &str) -> BTreeSet<u64> {
+    runs.iter()
+        .map(|a| a.result()[field].as_u64().unwrap())
+        .collect()
 }
 
 fn instances_of(d: &Daemon, action: &str) -> Vec<Value> {
@@ -86,22 +119,14 @@ fn isolate_mode_runs_concurrent_activations_in_isolates_of_one_instance() {
         json!({"concurrency": 4, "memory": 256}),
         &[("icebox.sharing", json!("isolate"))],
     );
-    // A first activation starts the instance, so the next three all find it running.
-    d.invoke("where", json!({"ms": 10})).expect_success();
-    let runs: Vec<Activation> = invoke_together(&d, "where", vec![json!({}); 3])
-        .into_iter()
-        .map(Activation::expect_success)
-        .collect();
+    let runs = warm_then_together(&d, "where", json!({"ms": 10}), 3);
     let instances: BTreeSet<&str> = runs.iter().map(|a| a.instance()).collect();
     assert_eq!(
         instances.len(),
         1,
         "one instance takes all three: {instances:?}"
     );
-    let threads: BTreeSet<u64> = runs
-        .iter()
-        .map(|a| a.result()["thread"].as_u64().unwrap())
-        .collect();
+    let threads = distinct(&runs, "thread");
     assert_eq!(
         threads.len(),
         3,
@@ -207,15 +232,8 @@ function main(params) {
         json!({"concurrency": 3}),
         &[("icebox.sharing", json!("shared"))],
     );
-    d.invoke("globals", json!({"ms": 10})).expect_success();
-    let runs: Vec<Activation> = invoke_together(&d, "globals", vec![json!({}); 3])
-        .into_iter()
-        .map(Activation::expect_success)
-        .collect();
-    let pids: BTreeSet<u64> = runs
-        .iter()
-        .map(|a| a.result()["pid"].as_u64().unwrap())
-        .collect();
+    let runs = warm_then_together(&d, "globals", json!({"ms": 10}), 3);
+    let pids = distinct(&runs, "pid");
     assert_eq!(pids.len(), 1, "one runtime: {pids:?}");
     // No activation saw another's increment while they overlapped.
     for a in &runs {
@@ -246,15 +264,8 @@ def main(args):
         json!({"concurrency": 3}),
         &[("icebox.sharing", json!("shared"))],
     );
-    d.invoke("pyshared", json!({"s": 0})).expect_success();
-    let runs: Vec<Activation> = invoke_together(&d, "pyshared", vec![json!({}); 3])
-        .into_iter()
-        .map(Activation::expect_success)
-        .collect();
-    let pids: BTreeSet<u64> = runs
-        .iter()
-        .map(|a| a.result()["pid"].as_u64().unwrap())
-        .collect();
+    let runs = warm_then_together(&d, "pyshared", json!({"s": 0}), 3);
+    let pids = distinct(&runs, "pid");
     assert_eq!(pids.len(), 1, "{pids:?}");
     for a in &runs {
         assert_eq!(a.result()["activation"], a.id(), "{}", a.result());
@@ -316,18 +327,7 @@ fn isolates_allocating_together_stay_within_the_instance_memory_limit() {
     // and together past the 256 MB limit, so the kernel killed the instance and every
     // activation in it.
     let d = Daemon::start(&["--prewarm", "none"]);
-    let code = std::fs::read_to_string(
-        icebox_integration::paths::workspace_root().join("examples/nodejs/alloc.js"),
-    )
-    .unwrap();
-    deploy(
-        &d,
-        "alloc",
-        "nodejs:20",
-        &code,
-        json!({"concurrency": 8, "memory": 256}),
-        &[("icebox.sharing", json!("isolate"))],
-    );
+    deploy_isolate_alloc(&d, 8, 256);
     d.invoke("alloc", json!({"mb": 1})).expect_success();
     for round in 0..6 {
         for a in invoke_together(&d, "alloc", vec![json!({"mb": 8}); 8]) {
@@ -344,18 +344,7 @@ fn isolates_allocating_together_stay_within_the_instance_memory_limit() {
 #[test]
 fn reclaiming_an_idle_isolate_instance_gives_back_its_isolates() {
     let d = Daemon::start(&["--prewarm", "none", "--pause-grace", "100ms"]);
-    let code = std::fs::read_to_string(
-        icebox_integration::paths::workspace_root().join("examples/nodejs/alloc.js"),
-    )
-    .unwrap();
-    deploy(
-        &d,
-        "alloc",
-        "nodejs:20",
-        &code,
-        json!({"concurrency": 4, "memory": 1024}),
-        &[("icebox.sharing", json!("isolate"))],
-    );
+    deploy_isolate_alloc(&d, 4, 1024);
     let first = d.invoke("alloc", json!({"mb": 1})).expect_success();
     let instance = first.instance().to_string();
     // Four isolates, each left holding its activation's garbage.

@@ -4,7 +4,7 @@
 //! allocated memory (`AverageAllocatedMb`, keyed by HashFunction in the samples, by HashApp in
 //! the full dataset).
 
-use super::{at_line, csv_reader, header, is_blank, next_record, Event, Expansion, Trace, Window};
+use super::{at_line, csv_reader, header, next_row, Event, Expansion, Trace, Window};
 use crate::units::stable_hash;
 use anyhow::{anyhow, Result};
 use rand::{Rng, SeedableRng};
@@ -133,17 +133,7 @@ fn read_invocations(
     let mut first_line: HashMap<String, u64> = HashMap::new();
     let mut apps = Vec::new();
     let mut rec = csv::StringRecord::new();
-    while let Some(line) = next_record(path, &mut r, &mut rec)? {
-        if is_blank(&rec) {
-            continue;
-        }
-        if rec.len() != h.len() {
-            return Err(at_line(
-                path,
-                line,
-                format!("{} fields, the header has {}", rec.len(), h.len()),
-            ));
-        }
+    while let Some(line) = next_row(path, &mut r, &mut rec, h.len())? {
         let name = &rec[func_col];
         if name.is_empty() {
             return Err(at_line(path, line, "empty HashFunction"));
@@ -214,17 +204,7 @@ fn read_durations(path: &Path, trace: &mut Trace) -> Result<()> {
         .collect();
     let mut out = vec![None; trace.functions.len()];
     let mut rec = csv::StringRecord::new();
-    while let Some(line) = next_record(path, &mut r, &mut rec)? {
-        if is_blank(&rec) {
-            continue;
-        }
-        if rec.len() != h.len() {
-            return Err(at_line(
-                path,
-                line,
-                format!("{} fields, the header has {}", rec.len(), h.len()),
-            ));
-        }
+    while let Some(line) = next_row(path, &mut r, &mut rec, h.len())? {
         let avg = number(path, line, "Average", &rec[ac])?;
         if let Some(&i) = index.get(&rec[fc]) {
             out[i] = Some(avg);
@@ -250,17 +230,7 @@ fn read_memory(path: &Path, apps: &[String], trace: &mut Trace) -> Result<()> {
     let by_function = fc.is_some();
     let mut mem: HashMap<String, f64> = HashMap::new();
     let mut rec = csv::StringRecord::new();
-    while let Some(line) = next_record(path, &mut r, &mut rec)? {
-        if is_blank(&rec) {
-            continue;
-        }
-        if rec.len() != h.len() {
-            return Err(at_line(
-                path,
-                line,
-                format!("{} fields, the header has {}", rec.len(), h.len()),
-            ));
-        }
+    while let Some(line) = next_row(path, &mut r, &mut rec, h.len())? {
         let mb = number(path, line, "AverageAllocatedMb", &rec[mc])?;
         mem.insert(rec[key].to_string(), mb);
     }

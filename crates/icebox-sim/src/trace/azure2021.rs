@@ -1,7 +1,7 @@
 //! Azure Functions Invocation Trace 2021 (Zhang et al., SOSP '21): `app,func,end_timestamp,
 //! duration`, one row per invocation, in seconds; it started at end_timestamp - duration.
 
-use super::{at_line, csv_reader, header, is_blank, next_record, Event, Trace};
+use super::{at_line, csv_reader, header, next_row, DurationMeans, Event, Trace};
 use anyhow::Result;
 use std::collections::HashMap;
 use std::path::Path;
@@ -29,19 +29,9 @@ pub fn load(path: &Path) -> Result<Trace> {
         ..Trace::default()
     };
     let mut index = HashMap::new();
-    let mut sums: Vec<(f64, u64)> = Vec::new();
+    let mut durations = DurationMeans::default();
     let mut rec = csv::StringRecord::new();
-    while let Some(line) = next_record(path, &mut r, &mut rec)? {
-        if is_blank(&rec) {
-            continue;
-        }
-        if rec.len() != h.len() {
-            return Err(at_line(
-                path,
-                line,
-                format!("{} fields, the header has {}", rec.len(), h.len()),
-            ));
-        }
+    while let Some(line) = next_row(path, &mut r, &mut rec, h.len())? {
         if rec[fc].is_empty() {
             return Err(at_line(path, line, "empty func"));
         }
@@ -58,21 +48,14 @@ pub fn load(path: &Path) -> Result<Trace> {
             return Err(at_line(path, line, format!("negative duration {dur}")));
         }
         let func = trace.intern(&rec[fc], &mut index);
-        if sums.len() <= func as usize {
-            sums.resize(func as usize + 1, (0.0, 0));
-        }
-        sums[func as usize].0 += dur * 1_000.0;
-        sums[func as usize].1 += 1;
+        durations.add(func, dur * 1_000.0);
         trace.events.push(Event {
             time_ms: ((end - dur) * 1_000.0).round() as i64,
             func,
             duration_ms: Some((dur * 1_000.0).round().min(f64::from(u32::MAX)) as u32),
         });
     }
-    trace.durations_ms = sums
-        .iter()
-        .map(|&(s, n)| (n > 0).then(|| s / n as f64))
-        .collect();
+    trace.durations_ms = durations.means(trace.functions.len());
     Ok(trace)
 }
 

@@ -1,7 +1,7 @@
 //! Plain event lists: CSV with header `time_ms,function[,duration_ms]` (what the bench's
 //! sim-validate recipe writes after replaying a window on a live node).
 
-use super::{at_line, csv_reader, header, is_blank, next_record, Event, Trace};
+use super::{at_line, csv_reader, header, next_row, DurationMeans, Event, Trace};
 use anyhow::Result;
 use std::collections::HashMap;
 use std::path::Path;
@@ -23,19 +23,9 @@ pub fn load(path: &Path) -> Result<Trace> {
         ..Trace::default()
     };
     let mut index = HashMap::new();
-    let mut sums: Vec<(f64, u64)> = Vec::new();
+    let mut durations = DurationMeans::default();
     let mut rec = csv::StringRecord::new();
-    while let Some(line) = next_record(path, &mut r, &mut rec)? {
-        if is_blank(&rec) {
-            continue;
-        }
-        if rec.len() != h.len() {
-            return Err(at_line(
-                path,
-                line,
-                format!("{} fields, the header has {}", rec.len(), h.len()),
-            ));
-        }
+    while let Some(line) = next_row(path, &mut r, &mut rec, h.len())? {
         let time: f64 = rec[tc]
             .parse()
             .ok()
@@ -67,11 +57,7 @@ pub fn load(path: &Path) -> Result<Trace> {
         };
         let func = trace.intern(&rec[fc], &mut index);
         if let Some(d) = duration {
-            if sums.len() <= func as usize {
-                sums.resize(func as usize + 1, (0.0, 0));
-            }
-            sums[func as usize].0 += d;
-            sums[func as usize].1 += 1;
+            durations.add(func, d);
         }
         trace.events.push(Event {
             time_ms: time.round() as i64,
@@ -79,11 +65,7 @@ pub fn load(path: &Path) -> Result<Trace> {
             duration_ms: duration.map(|d| d.round().min(f64::from(u32::MAX)) as u32),
         });
     }
-    sums.resize(trace.functions.len(), (0.0, 0));
-    trace.durations_ms = sums
-        .iter()
-        .map(|&(s, n)| (n > 0).then(|| s / n as f64))
-        .collect();
+    trace.durations_ms = durations.means(trace.functions.len());
     Ok(trace)
 }
 

@@ -137,6 +137,30 @@ impl Trace {
     }
 }
 
+/// Per-function mean of the durations the trace's calls carry.
+#[derive(Default)]
+pub(crate) struct DurationMeans(Vec<(f64, u64)>);
+
+impl DurationMeans {
+    pub(crate) fn add(&mut self, func: u32, ms: f64) {
+        let i = func as usize;
+        if self.0.len() <= i {
+            self.0.resize(i + 1, (0.0, 0));
+        }
+        self.0[i].0 += ms;
+        self.0[i].1 += 1;
+    }
+
+    /// One entry per function, `None` for those no call gave a duration.
+    pub(crate) fn means(mut self, functions: usize) -> Vec<Option<f64>> {
+        self.0.resize(functions, (0.0, 0));
+        self.0
+            .iter()
+            .map(|&(sum, n)| (n > 0).then(|| sum / n as f64))
+            .collect()
+    }
+}
+
 /// `path:line: message`, the shape of every input error.
 pub(crate) fn at_line(
     path: &std::path::Path,
@@ -171,6 +195,30 @@ pub(crate) fn next_record(
             Err(at_line(path, line, e))
         }
     }
+}
+
+/// The next non-blank record with its line number, or `None` at the end; a record whose
+/// field count differs from the header's is an error naming the line.
+pub(crate) fn next_row(
+    path: &std::path::Path,
+    reader: &mut csv::Reader<std::fs::File>,
+    rec: &mut csv::StringRecord,
+    width: usize,
+) -> Result<Option<u64>> {
+    while let Some(line) = next_record(path, reader, rec)? {
+        if is_blank(rec) {
+            continue;
+        }
+        if rec.len() != width {
+            return Err(at_line(
+                path,
+                line,
+                format!("{} fields, the header has {width}", rec.len()),
+            ));
+        }
+        return Ok(Some(line));
+    }
+    Ok(None)
 }
 
 pub(crate) fn header(
