@@ -132,6 +132,35 @@ def test_node_api_answers_as_the_contract_says(contract, node):
     assert {"created", "runtime_ready", "frozen", "reclaimed"} <= {e["kind"] for e in events}
 
 
+def test_sharing_views_answer_as_the_contract_says(contract, node):
+    """An isolate-mode instance: its view carries the runtime's `sharing` account, its stats the
+    same object; a bad sharing annotation is the contract's 400."""
+    api = Api(node)
+    action = "/api/v1/namespaces/{namespace}/actions/{name}"
+    code = "function main(p) { return { n: p.n || 0 }; }"
+    check(contract, api, "put", action, "/api/v1/namespaces/_/actions/contract-iso?overwrite=true", 200,
+          {"exec": {"kind": "nodejs:20", "code": code}, "limits": {"concurrency": 4},
+           "annotations": [{"key": "icebox.sharing", "value": "isolate"}]})
+    status, result = api.call("POST", "/api/v1/namespaces/_/actions/contract-iso?blocking=true&result=true", {"n": 3})
+    assert (status, result) == (200, {"n": 3})
+    deadline = time.monotonic() + 20
+    while True:
+        instances = check(contract, api, "get", "/icebox/v1/instances", "/icebox/v1/instances", 200)
+        (mine,) = [i for i in instances if i["action"].endswith("/contract-iso")]
+        if mine.get("sharing"):
+            break
+        assert time.monotonic() < deadline, "the instance's sharing account never appeared"
+        time.sleep(0.05)
+    assert mine["sharing_mode"] == "isolate" and mine["sharing"]["capacity"] == 4
+    check(contract, api, "get", "/icebox/v1/instances/{id}", f"/icebox/v1/instances/{mine['id']}", 200)
+    stats = check(contract, api, "get", "/icebox/v1/instances/{id}/stats",
+                  f"/icebox/v1/instances/{mine['id']}/stats", 200)
+    assert stats["sharing"]["mode"] == "isolate"
+    check(contract, api, "put", action, "/api/v1/namespaces/_/actions/contract-bad?overwrite=true", 400,
+          {"exec": {"kind": "python:3", "code": "def main(a):\n    return a\n"},
+           "annotations": [{"key": "icebox.sharing", "value": "isolate"}]})
+
+
 def test_openwhisk_api_answers_as_the_contract_says(contract, node):
     api = Api(node)
     actions = "/api/v1/namespaces/{namespace}/actions"
