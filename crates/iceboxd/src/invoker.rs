@@ -275,11 +275,10 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
         return Delivery::Undelivered;
     }
     let marks = sandbox.logs().marks();
-    let sharing = crate::pool::sharing::sharing_of(action);
     // A runtime that runs activations side by side ends one past its deadline itself (504),
     // so its neighbours live on; the daemon only gives up on the instance if it does not.
     let timeout = Duration::from_millis(action.limits.timeout)
-        + if sharing == SharingMode::Process {
+        + if lease.instance.sharing == SharingMode::Process {
             Duration::ZERO
         } else {
             crate::pool::sharing::ISOLATE_TIMEOUT_GRACE
@@ -304,18 +303,12 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
         }
     }
     let (status, result, timed_out, health) = match ran {
-        Ran::TimedOut => (
-            ActivationStatus::DeveloperError,
-            json!({"error": format!("The action exceeded its time limits of {} milliseconds.", action.limits.timeout)}),
-            true,
-            Health::Broken(EvictReason::Error),
-        ),
-        Ran::Reply(Ok(reply)) if reply.status == RUNTIME_TIMED_OUT => (
-            ActivationStatus::DeveloperError,
-            json!({"error": format!("The action exceeded its time limits of {} milliseconds.", action.limits.timeout)}),
-            true,
-            Health::Reusable,
-        ),
+        // The runtime ended it itself and lives on; otherwise the instance is in an unknown
+        // state.
+        Ran::TimedOut => timed_out(action, Health::Broken(EvictReason::Error)),
+        Ran::Reply(Ok(reply)) if reply.status == RUNTIME_TIMED_OUT => {
+            timed_out(action, Health::Reusable)
+        }
         Ran::Reply(Ok(reply)) => {
             let (status, result) = classify_reply(&reply);
             (status, result, false, Health::Reusable)
@@ -344,9 +337,6 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
     };
     let mut logs = sandbox.logs().take_after(marks, wait).await;
     truncate_logs(&mut logs, action.limits.logs_bytes());
-    if sharing != SharingMode::Process && health == Health::Reusable {
-        crate::pool::sharing::refresh_stats(lease.instance.clone());
-    }
     lease.release(health).await;
     Delivery::Ran(RunReport {
         status,
@@ -354,6 +344,19 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
         timed_out,
         logs,
     })
+}
+
+fn timed_out(action: &ActionSpec, health: Health) -> (ActivationStatus, Value, bool, Health) {
+    let message = format!(
+        "The action exceeded its time limits of {} milliseconds.",
+        action.limits.timeout
+    );
+    (
+        ActivationStatus::DeveloperError,
+        json!({ "error": message }),
+        true,
+        health,
+    )
 }
 
 /// The runtime's answer when it ended an activation at its deadline and is itself fine

@@ -112,7 +112,8 @@ impl Pool {
             measured: Mutex::new(Measured::default()),
             offload: OffloadBook::new(self.offload.mode_of(action)),
             offload_pool: self.offload.pool.clone(),
-            sharing_stats: Mutex::new(None),
+            sharing: sharing::sharing_of(action),
+            sharing_stats: Default::default(),
         });
         self.offload_barrier(&instance, Barrier::Runtime).await;
         let ready_memory = instance.measure();

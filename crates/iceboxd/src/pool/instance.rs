@@ -24,9 +24,10 @@ pub struct Instance {
     pub offload: super::offload::OffloadBook,
     /// The node's offload pool, for the RAM this instance's swapped pages take in it.
     pub offload_pool: Arc<super::PoolState>,
-    /// The runtime's last account of its isolates or contexts (`sharing` of /icebox/stats);
-    /// `None` in process mode and until the first activation ends.
-    pub sharing_stats: Mutex<Option<serde_json::Value>>,
+    /// How it runs concurrent activations (the action's `icebox.sharing`).
+    pub sharing: icebox_policy::SharingMode,
+    /// The runtime's last account of its isolates or contexts (`sharing` of /icebox/stats).
+    pub sharing_stats: super::sharing::SharingStats,
 }
 
 #[derive(Debug, Clone, Default)]

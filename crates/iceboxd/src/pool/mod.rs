@@ -152,7 +152,10 @@ impl Lease {
         let pool = self.pool.clone();
         match pool.put_back(&self.instance, health, true) {
             Some(reason) => pool.evict(&self.instance.id, reason).await,
-            None => pool.offload_after_request(&self.instance),
+            None => {
+                pool.offload_after_request(&self.instance);
+                pool.refresh_sharing_stats(&self.instance);
+            }
         }
     }
 

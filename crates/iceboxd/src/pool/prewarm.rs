@@ -203,8 +203,7 @@ impl Pool {
         let eager = |m| m == ReclaimMode::Eager;
         // The memory limit must match too: runtimes size their heaps from it at start-up
         // ({heap_mb}, the JVM's MaxRAMPercentage), so another limit would mean a wrong heap.
-        let fits = super::sharing::capacity_of(action) == 1
-            && super::sharing::sharing_of(action) == icebox_policy::SharingMode::Process
+        let fits = super::sharing::sharing_of(action) == icebox_policy::SharingMode::Process
             && action.limits.memory_bytes() == STEM_CELL_LIMIT
             && !wants_network(action)
             && eager(self.mode_of(action)) == eager(self.cfg.reclaim_mode);

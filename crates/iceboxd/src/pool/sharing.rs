@@ -2,13 +2,13 @@
 //! of an action takes, what its runtime is told at start-up, and the runtime's own account of
 //! its isolates or contexts, shown per instance.
 
-use super::Instance;
+use super::{Instance, Pool};
 use icebox_core::action::KeyValue;
 use icebox_core::ActionSpec;
 use icebox_policy::SharingMode;
 use serde_json::Value;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 const ANNOTATION: &str = "icebox.sharing";
 /// Isolate-mode settings and their environment variables (docs/isolates.md).
@@ -30,6 +30,8 @@ const ISOLATE_OVERHEAD_MB: u64 = 8;
 pub const ISOLATE_TIMEOUT_GRACE: Duration = Duration::from_secs(2);
 /// A stats request to a runtime that is being frozen must not hang a task forever.
 const STATS_TIMEOUT: Duration = Duration::from_millis(500);
+/// A busy sharing instance's account is refreshed at most this often.
+const STATS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The action's mode. Deployment rejects values that do not parse, so an unreadable one (only
 /// possible in a registry written by hand) falls back to the safe default.
@@ -137,20 +139,61 @@ pub fn validate(annotations: &[KeyValue], language: &str, memory_mb: u64) -> Res
     Ok(())
 }
 
-/// Ask the runtime for its `sharing` account and keep it on the instance for the node API.
-/// Called after an activation ends, while the instance is still awake; a runtime that does not
-/// answer in time (frozen meanwhile) keeps the previous account.
-pub fn refresh_stats(instance: Arc<Instance>) {
-    tokio::spawn(async move {
-        let client = instance.sandbox.client();
-        let Ok(Ok(reply)) = tokio::time::timeout(STATS_TIMEOUT, client.get("/icebox/stats")).await
-        else {
+/// The runtime's last `sharing` account, and when the daemon last asked for it.
+#[derive(Default)]
+pub struct SharingStats(Mutex<(Option<Value>, Option<Instant>)>);
+
+impl SharingStats {
+    pub fn last(&self) -> Option<Value> {
+        self.0.lock().unwrap().0.clone()
+    }
+
+    /// Whether to ask now: always when the instance has just drained (the account it keeps
+    /// while idle), else at most every [`STATS_INTERVAL`], so a busy instance is not asked
+    /// once per activation. Marks the asking.
+    fn due(&self, drained: bool, now: Instant) -> bool {
+        let mut g = self.0.lock().unwrap();
+        let due = drained
+            || g.1
+                .is_none_or(|at| now.duration_since(at) >= STATS_INTERVAL);
+        if due {
+            g.1 = Some(now);
+        }
+        due
+    }
+
+    fn set(&self, account: Value) {
+        self.0.lock().unwrap().0 = Some(account);
+    }
+}
+
+impl Pool {
+    /// After an activation ended on a sharing instance, ask its runtime for its `sharing`
+    /// account and keep it for the node API. The instance is still awake (the freeze waits for
+    /// the pause grace); a runtime that does not answer in time keeps the previous account.
+    pub(super) fn refresh_sharing_stats(&self, instance: &Arc<Instance>) {
+        if instance.sharing == SharingMode::Process {
+            return;
+        }
+        let Some(in_flight) = self.slots.in_flight(&instance.id) else {
             return;
         };
-        if let Some(sharing) = reply.json().and_then(|v| v.get("sharing").cloned()) {
-            *instance.sharing_stats.lock().unwrap() = Some(sharing);
+        if !instance.sharing_stats.due(in_flight == 0, Instant::now()) {
+            return;
         }
-    });
+        let instance = instance.clone();
+        tokio::spawn(async move {
+            let client = instance.sandbox.client();
+            let Ok(Ok(reply)) =
+                tokio::time::timeout(STATS_TIMEOUT, client.get("/icebox/stats")).await
+            else {
+                return;
+            };
+            if let Some(account) = reply.json().and_then(|v| v.get("sharing").cloned()) {
+                instance.sharing_stats.set(account);
+            }
+        });
+    }
 }
 
 #[cfg(test)]
@@ -171,6 +214,19 @@ mod tests {
         spec.limits.memory = memory;
         spec.limits.concurrency = concurrency;
         spec
+    }
+
+    #[test]
+    fn a_busy_instance_is_asked_at_most_every_interval_a_drained_one_always() {
+        let stats = SharingStats::default();
+        let t0 = Instant::now();
+        assert!(stats.due(false, t0), "never asked yet");
+        assert!(!stats.due(false, t0 + STATS_INTERVAL / 2));
+        assert!(stats.due(true, t0 + STATS_INTERVAL / 2), "drained");
+        assert!(!stats.due(false, t0 + STATS_INTERVAL));
+        assert!(stats.due(false, t0 + STATS_INTERVAL * 2));
+        stats.set(serde_json::json!({"mode": "isolate"}));
+        assert_eq!(stats.last(), Some(serde_json::json!({"mode": "isolate"})));
     }
 
     #[test]

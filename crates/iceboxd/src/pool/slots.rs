@@ -246,6 +246,16 @@ impl Slots {
             .map(|s| s.instance.clone())
     }
 
+    /// Activations the instance runs now; `None` once it is gone.
+    pub fn in_flight(&self, id: &str) -> Option<u32> {
+        self.table
+            .lock()
+            .unwrap()
+            .slots
+            .get(id)
+            .map(|s| s.in_flight)
+    }
+
     pub fn get(&self, id: &str) -> Option<Slot> {
         self.table.lock().unwrap().slots.get(id).cloned()
     }

@@ -36,10 +36,8 @@ impl Pool {
                 .instance
                 .offload
                 .view(measured.local, measured.memory.swap),
-            sharing_mode: super::sharing::sharing_of(&s.instance.action)
-                .as_str()
-                .to_string(),
-            sharing: s.instance.sharing_stats.lock().unwrap().clone(),
+            sharing_mode: s.instance.sharing.as_str().to_string(),
+            sharing: s.instance.sharing_stats.last(),
         }
     }
 
