@@ -31,7 +31,7 @@ function action() {
   }
   return actionModule;
 }
-const sharingStats = () => (actionModule ? actionModule.sharingStats(config) : idleSharingStats(config));
+const sharingStats = () => (actionModule ? actionModule.sharingStats() : idleSharingStats(config));
 
 const ROUTES = new Map([
   ['/init', { method: 'POST', handle: async (req, res) => reply(res, await action().init(await readJson(req))) }],

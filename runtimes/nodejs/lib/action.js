@@ -2,16 +2,12 @@
 // The action's life cycle: one /init that loads the user's entry point, then any number of /run
 // activations, each closed by the log sentinel on stdout and stderr.
 
-const { InitError, describeError, stackOf } = require('./errors');
+const { stackOf } = require('./errors');
 const {
-  json, isObject, setActivationEnv, applyInitEnv, toResponse, writeSentinels,
+  json, isObject, setActivationEnv, applyInitEnv, writeSentinels, initializedTwice, initTarget, initFailed, settle,
 } = require('./response');
 
-// Eager mode, Desiccant's "eager" baseline: a full GC at the end of every activation, before the
-// reply, so the activation's latency pays for it. Read from the proxy's own environment when
-// this module loads (on the first /init, before the action's `env` is applied).
-const EAGER_GC = process.env.ICEBOX_EAGER_GC === '1';
-
+let config = null;
 let state = 'uninitialized'; // -> 'initializing' -> 'ready'; a failed init goes back
 let entry = null;
 // One `fail` callback per activation currently running user code (see onStrayError).
@@ -34,9 +30,7 @@ process.on('uncaughtException', onStrayError);
 process.on('unhandledRejection', onStrayError);
 
 async function init(body) {
-  if (state !== 'uninitialized') {
-    return json(403, { error: 'Internal error. Cannot initialize the action more than once.' });
-  }
+  if (state !== 'uninitialized') return initializedTwice();
   state = 'initializing';
   try {
     const value = isObject(body.value) ? body.value : {};
@@ -47,16 +41,12 @@ async function init(body) {
     return json(200, { ok: true });
   } catch (err) {
     state = 'uninitialized';
-    const reason = err instanceof InitError ? err.message : describeError(err);
-    return json(502, { error: `Initialization has failed due to: ${reason}` });
+    return initFailed(err);
   }
 }
 
 function load(value) {
-  const main = typeof value.main === 'string' && value.main.trim() !== '' ? value.main.trim() : 'main';
-  if (typeof value.code !== 'string' || value.code === '') {
-    throw new InitError('Missing "code": there is no action source or zip to load.');
-  }
+  const main = initTarget(value);
   return value.binary === true
     ? require('./archive').load(value.code, main)
     : require('./source').load(value.code, main);
@@ -66,28 +56,18 @@ async function run(body) {
   if (state !== 'ready') return json(403, { error: 'Cannot invoke an uninitialized action.' });
   setActivationEnv(process.env, body);
   const response = await activate(body.value === undefined ? {} : body.value);
-  if (EAGER_GC) require('./full-gc').fullGc();
+  if (config.eagerGc) require('./full-gc').fullGc();
   await writeSentinels();
   return response;
 }
 
 async function activate(params) {
   let fail;
-  const strayError = new Promise((resolve, reject) => { fail = reject; });
-  inFlight.add(fail);
   try {
-    return toResponse(await Promise.race([invoke(params), strayError]));
-  } catch (err) {
-    process.stderr.write(`${stackOf(err)}\n`);
-    return json(502, { error: describeError(err) });
+    return await settle(entry, params, (reject) => { fail = reject; inFlight.add(fail); });
   } finally {
     inFlight.delete(fail);
   }
-}
-
-// `async` turns a synchronous throw into a rejection and adopts a returned promise.
-async function invoke(params) {
-  return entry(params);
 }
 
 // globalThis.icebox.shared: in one process, a Map (lib/shared-store.js). Built on first use:
@@ -105,8 +85,12 @@ function installSharedApi() {
   });
 }
 
-function sharingStats(config) {
+function configure(value) {
+  config = value;
+}
+
+function sharingStats() {
   return { mode: 'process', capacity: config.capacity, in_flight: inFlight.size };
 }
 
-module.exports = { init, run, sharingStats };
+module.exports = { configure, init, run, sharingStats };

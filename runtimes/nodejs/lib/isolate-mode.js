@@ -5,11 +5,11 @@
 // icebox.shared state. Loaded on the first /init, so worker_threads costs nothing before.
 
 const fs = require('fs');
-const { InitError, describeError } = require('./errors');
-const { json, isObject, applyInitEnv, writeSentinels } = require('./response');
+const {
+  json, isObject, applyInitEnv, writeSentinels, initializedTwice, initTarget, initFailed,
+} = require('./response');
 const { IsolatePool } = require('./isolate-pool');
 const { processStore } = require('./shared-store');
-const { localSharedApi, install } = require('./shared-api');
 
 let config = null;
 let state = 'uninitialized'; // -> 'initializing' -> 'ready'; a failed init goes back
@@ -20,20 +20,14 @@ function configure(value) {
 }
 
 async function init(body) {
-  if (state !== 'uninitialized') {
-    return json(403, { error: 'Internal error. Cannot initialize the action more than once.' });
-  }
+  if (state !== 'uninitialized') return initializedTwice();
   state = 'initializing';
   let dir = null;
   try {
     const value = isObject(body.value) ? body.value : {};
     // Workers start with a copy of the main thread's environment, this included.
     applyInitEnv(process.env, value.env);
-    install(globalThis, localSharedApi(processStore()), 'isolate');
-    const main = typeof value.main === 'string' && value.main.trim() !== '' ? value.main.trim() : 'main';
-    if (typeof value.code !== 'string' || value.code === '') {
-      throw new InitError('Missing "code": there is no action source or zip to load.');
-    }
+    const main = initTarget(value);
     if (value.binary === true) dir = require('./archive').extract(value.code);
     pool = new IsolatePool(config, { code: dir === null ? value.code : null, main, dir }, processStore());
     await pool.start();
@@ -44,8 +38,7 @@ async function init(body) {
     if (pool) await pool.close();
     pool = null;
     if (dir !== null) fs.rmSync(dir, { recursive: true, force: true });
-    const reason = err instanceof InitError ? err.message : describeError(err);
-    return json(502, { error: `Initialization has failed due to: ${reason}` });
+    return initFailed(err);
   }
 }
 
@@ -63,7 +56,7 @@ async function beforeReclaim() {
 
 function sharingStats() {
   const isolates = pool ? pool.stats() : require('./mode').idleSharingStats(config).isolates;
-  return { mode: 'isolate', capacity: config.capacity, in_flight: pool ? pool.inFlight : 0, isolates };
+  return { mode: 'isolate', capacity: config.capacity, in_flight: pool ? pool.busy.size : 0, isolates };
 }
 
 module.exports = { configure, init, run, beforeReclaim, sharingStats };

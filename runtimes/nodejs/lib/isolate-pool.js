@@ -117,7 +117,6 @@ class IsolatePool {
     this.idle = []; // a stack: the most recently used isolate is borrowed first
     this.busy = new Set();
     this.refilling = 0;
-    this.inFlight = 0;
     this.nextLock = 1;
     this.counts = { created: 0, torn_down: 0, crashed: 0, timed_out: 0 };
     this.starts = { pool: new SampleWindow(), fresh: new SampleWindow() };
@@ -140,7 +139,6 @@ class IsolatePool {
   }
 
   async run(body) {
-    this.inFlight += 1;
     const borrowed = now();
     let isolate = this.idle.pop();
     const kind = isolate ? 'pool' : 'fresh';
@@ -166,7 +164,6 @@ class IsolatePool {
       return outcome.response;
     } finally {
       this.busy.delete(isolate);
-      this.inFlight -= 1;
       this.refill();
     }
   }
@@ -267,13 +264,8 @@ class IsolatePool {
       case 'has': return { value: store.has(msg.key) };
       case 'keys': return { value: store.keys() };
       case 'set':
-      case 'delete': {
-        const had = store.has(msg.key);
-        const release = await store.acquire(msg.key);
-        store.put(msg.key, msg.op === 'set' ? msg.value : undefined);
-        release();
-        return { value: had };
-      }
+      case 'delete':
+        return { value: await store.write(msg.key, msg.op === 'set' ? msg.value : undefined) };
       case 'lock': {
         const release = await store.acquire(msg.key);
         if (isolate.exited) {

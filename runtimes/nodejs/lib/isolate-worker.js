@@ -6,7 +6,7 @@
 
 const { parentPort, workerData } = require('worker_threads');
 const { InitError, describeError, stackOf } = require('./errors');
-const { json, setActivationEnv, toResponse } = require('./response');
+const { setActivationEnv, settle } = require('./response');
 const { remoteSharedApi, install } = require('./shared-api');
 
 function forward(fd, stream) {
@@ -66,21 +66,13 @@ parentPort.on('message', (msg) => {
 async function run(msg) {
   const started = performance.timeOrigin + performance.now();
   setActivationEnv(process.env, msg.activation);
-  const strayError = new Promise((resolve, reject) => { failCurrent = reject; });
   let response;
   try {
-    response = toResponse(await Promise.race([invoke(msg.params), strayError]));
-  } catch (err) {
-    process.stderr.write(`${stackOf(err)}\n`);
-    response = json(502, { error: describeError(err) });
+    response = await settle(entry, msg.params, (reject) => { failCurrent = reject; });
   } finally {
     failCurrent = null;
   }
   parentPort.postMessage({ type: 'result', started, response });
-}
-
-async function invoke(params) {
-  return entry(params);
 }
 
 async function load() {

@@ -16,6 +16,9 @@ function readConfig(env = process.env) {
     isolateMemoryMb: positive(env, 'ICEBOX_ISOLATE_MEMORY_MB', null),
     isolatePool: count(env, 'ICEBOX_ISOLATE_POOL', 1),
     isolateIdleMs: count(env, 'ICEBOX_ISOLATE_IDLE_MS', 10000),
+    // Desiccant's "eager" baseline: a full GC after every activation, before the reply, so
+    // the activation's latency pays for it (process and shared modes).
+    eagerGc: env.ICEBOX_EAGER_GC === '1',
   };
 }
 
@@ -48,4 +51,4 @@ function idleSharingStats(config) {
   return stats;
 }
 
-module.exports = { readConfig, idleSharingStats, MODES };
+module.exports = { readConfig, idleSharingStats };

@@ -1,6 +1,9 @@
 'use strict';
-// What every sharing mode does the same way around an activation: the __OW_* values it gets,
-// the result it returns turned into a reply, and the log sentinels that close it.
+// What every sharing mode does the same way around /init and an activation: the checks and
+// replies of /init, the __OW_* values an activation gets, its result turned into a reply, and
+// the log sentinels that close it.
+
+const { InitError, describeError, stackOf } = require('./errors');
 
 const SENTINEL = 'XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX\n';
 // Top-level /run keys that OpenWhisk exports to the action as __OW_<KEY>.
@@ -34,13 +37,43 @@ function applyInitEnv(env, values) {
   }
 }
 
+// /init's answer to a second /init.
+function initializedTwice() {
+  return json(403, { error: 'Internal error. Cannot initialize the action more than once.' });
+}
+
+// The entry point /init names (default "main"), once it is known there is code to load.
+function initTarget(value) {
+  if (typeof value.code !== 'string' || value.code === '') {
+    throw new InitError('Missing "code": there is no action source or zip to load.');
+  }
+  return typeof value.main === 'string' && value.main.trim() !== '' ? value.main.trim() : 'main';
+}
+
+function initFailed(err) {
+  const reason = err instanceof InitError ? err.message : describeError(err);
+  return json(502, { error: `Initialization has failed due to: ${reason}` });
+}
+
+// Runs one activation of `entry`: its result as a reply, a throw or rejection (or an error
+// `onFail` is handed a way to raise, from the activation's callbacks) as a logged 502.
+async function settle(entry, params, onFail) {
+  const strayError = new Promise((resolve, reject) => onFail(reject));
+  try {
+    // `async` turns a synchronous throw into a rejection and adopts a returned promise.
+    return toResponse(await Promise.race([(async () => entry(params))(), strayError]));
+  } catch (err) {
+    process.stderr.write(`${stackOf(err)}\n`);
+    return json(502, { error: describeError(err) });
+  }
+}
+
 function toResponse(result) {
   if (!isObject(result)) return json(502, { error: 'The action did not return an object.' });
   let text;
   try {
     text = JSON.stringify(result);
   } catch (err) {
-    const { describeError } = require('./errors');
     return json(502, { error: `The action's result cannot be serialized as JSON: ${describeError(err)}` });
   }
   // toJSON() may turn an object into something else (a Date becomes a string).
@@ -67,6 +100,6 @@ function deadlineOf(body) {
 const TIMED_OUT = 'The action did not finish before its deadline and timed out.';
 
 module.exports = {
-  SENTINEL, ACTIVATION_KEYS, TIMED_OUT, json, isObject, setActivationEnv, applyInitEnv, toResponse, writeSentinels,
-  deadlineOf,
+  TIMED_OUT, json, isObject, setActivationEnv, applyInitEnv, toResponse, writeSentinels, deadlineOf,
+  initializedTwice, initTarget, initFailed, settle,
 };

@@ -17,14 +17,6 @@ function checkUpdater(fn) {
 // The API over a SharedStore in this thread (process and shared modes, and the main thread).
 function localSharedApi(store) {
   const clone = (value) => (value === undefined ? undefined : structuredClone(value));
-  const write = async (key, value) => {
-    const release = await store.acquire(key);
-    try {
-      store.put(key, value);
-    } finally {
-      release();
-    }
-  };
   return {
     async get(key) {
       return clone(store.get(keyOf(key)));
@@ -36,13 +28,10 @@ function localSharedApi(store) {
       return store.keys();
     },
     async set(key, value) {
-      await write(keyOf(key), clone(value));
+      await store.write(keyOf(key), clone(value));
     },
     async delete(key) {
-      const name = keyOf(key);
-      const had = store.has(name);
-      await write(name, undefined);
-      return had;
+      return store.write(keyOf(key), undefined);
     },
     async update(key, fn) {
       const name = keyOf(key);

@@ -7,16 +7,15 @@
 
 const fs = require('fs');
 const { AsyncLocalStorage } = require('async_hooks');
-const { InitError, describeError, stackOf } = require('./errors');
+const { describeError, stackOf } = require('./errors');
 const {
   TIMED_OUT, json, isObject, applyInitEnv, setActivationEnv, toResponse, writeSentinels, deadlineOf,
+  initializedTwice, initTarget, initFailed,
 } = require('./response');
 const { ActionCode, ActionContext } = require('./vm-context');
 const { processStore } = require('./shared-store');
 const { localSharedApi, install } = require('./shared-api');
 
-// ICEBOX_EAGER_GC=1: a full GC after every activation, as in process mode (lib/action.js).
-const EAGER_GC = process.env.ICEBOX_EAGER_GC === '1';
 
 let config = null;
 let state = 'uninitialized'; // -> 'initializing' -> 'ready'; a failed init goes back
@@ -26,7 +25,6 @@ let shared = null;
 const idle = []; // a stack: the most recently used context is reused first
 const busy = new Set();
 let created = 0;
-let inFlight = 0;
 
 // Each activation runs inside its own async context, so an error thrown from one of its
 // callbacks (a timer, an unawaited promise) fails exactly that activation, even with several
@@ -43,9 +41,7 @@ function configure(value) {
 }
 
 async function init(body) {
-  if (state !== 'uninitialized') {
-    return json(403, { error: 'Internal error. Cannot initialize the action more than once.' });
-  }
+  if (state !== 'uninitialized') return initializedTwice();
   state = 'initializing';
   let dir = null;
   try {
@@ -56,10 +52,7 @@ async function init(body) {
     install(globalThis, shared, 'shared');
     process.on('uncaughtException', onStrayError);
     process.on('unhandledRejection', onStrayError);
-    const main = typeof value.main === 'string' && value.main.trim() !== '' ? value.main.trim() : 'main';
-    if (typeof value.code !== 'string' || value.code === '') {
-      throw new InitError('Missing "code": there is no action source or zip to load.');
-    }
+    const main = initTarget(value);
     if (value.binary === true) {
       dir = require('./archive').extract(value.code);
       code = ActionCode.fromDir(dir, main);
@@ -74,8 +67,7 @@ async function init(body) {
     process.off('uncaughtException', onStrayError);
     process.off('unhandledRejection', onStrayError);
     if (dir !== null) fs.rmSync(dir, { recursive: true, force: true });
-    const reason = err instanceof InitError ? err.message : describeError(err);
-    return json(502, { error: `Initialization has failed due to: ${reason}` });
+    return initFailed(err);
   }
 }
 
@@ -87,14 +79,8 @@ function newContext() {
 
 async function run(body) {
   if (state !== 'ready') return json(403, { error: 'Cannot invoke an uninitialized action.' });
-  inFlight += 1;
-  let response;
-  try {
-    response = await activate(body);
-  } finally {
-    inFlight -= 1;
-  }
-  if (EAGER_GC) require('./full-gc').fullGc();
+  const response = await activate(body);
+  if (config.eagerGc) require('./full-gc').fullGc();
   await writeSentinels();
   return response;
 }
@@ -132,14 +118,16 @@ function invoke(context, params, deadline) {
       process.stderr.write(`${stackOf(err)}\n`);
       finish(json(502, { error: describeError(err) }), true);
     };
-    const timedOut = () => {
+    // A context that never ran the activation is as good as before; one cut off midway may
+    // still have code running or half-done state.
+    const timedOut = (started = true) => {
       process.stderr.write(`${TIMED_OUT}\n`);
-      finish(json(504, { error: TIMED_OUT }), false);
+      finish(json(504, { error: TIMED_OUT }), !started);
     };
     const remaining = deadline === null ? null : deadline - Date.now();
     if (remaining !== null) {
       if (remaining <= 0) {
-        timedOut();
+        timedOut(false);
         return;
       }
       timer = setTimeout(timedOut, Math.min(2 ** 31 - 1, remaining));
@@ -171,7 +159,7 @@ function sharingStats() {
   return {
     mode: 'shared',
     capacity: config.capacity,
-    in_flight: inFlight,
+    in_flight: busy.size,
     contexts: { live: idle.length + busy.size, busy: busy.size, created },
   };
 }

@@ -30,6 +30,18 @@ class SharedStore {
     else this.values.set(key, value);
   }
 
+  // Sets (`value` undefined: deletes) the key under its lock; whether it existed just before.
+  async write(key, value) {
+    const release = await this.acquire(key);
+    try {
+      const had = this.values.has(key);
+      this.put(key, value);
+      return had;
+    } finally {
+      release();
+    }
+  }
+
   // Resolves, once every earlier holder of `key` has released it, to the release function.
   acquire(key) {
     const previous = this.tails.get(key) || Promise.resolve();

@@ -12,6 +12,7 @@ const fs = require('fs');
 const { setTimeout: sleep } = require('timers/promises');
 const { Worker } = require('worker_threads');
 const { startProxy } = require('../testlib/proxy');
+const { waitForSharing } = require('../testlib/actions');
 
 const MIB = 1024 * 1024;
 
@@ -51,13 +52,9 @@ async function sharing(proxy) {
   return (await proxy.request('GET', '/icebox/stats')).body.sharing.isolates;
 }
 
+// The pool's isolates once `predicate` holds for them.
 async function until(proxy, predicate) {
-  for (let i = 0; i < 1000; i++) {
-    const isolates = await sharing(proxy);
-    if (predicate(isolates)) return isolates;
-    await sleep(10);
-  }
-  throw new Error('the pool did not reach the expected state');
+  return (await waitForSharing(proxy, (s) => predicate(s.isolates), 'the expected pool state')).isolates;
 }
 
 function memory(pid) {
