@@ -54,3 +54,16 @@ def cdf(values: Iterable[float]) -> tuple[list[float], list[float]]:
     xs = sorted(values)
     n = len(xs)
     return xs, [(i + 1) / n for i in range(n)]
+
+
+def step_mean(samples: Sequence[tuple[float, float]], start: float, end: float) -> float | None:
+    """Mean over [start, end) of a signal given as (t, value) samples held until the next one
+    (step_integral), over the part of the interval from the first sample on; None without a
+    sample inside."""
+    pts = sorted(p for p in samples if p[0] < end)
+    if not pts or end <= start:
+        return None
+    covered = end - max(start, pts[0][0])
+    if covered <= 0:
+        return None
+    return step_integral([t for t, _ in pts], [v for _, v in pts], start, end) / covered

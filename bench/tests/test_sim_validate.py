@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from icebox_bench import stats
 from icebox_bench.isolates_eval import sim_run, sim_validate
 from icebox_bench.traces import Window, open_trace
 from icebox_bench.traces.model import TraceInvocation
@@ -67,9 +68,9 @@ def test_events_are_in_replay_time_with_the_profile_duration(tmp_path):
 
 def test_step_mean_holds_each_sample_until_the_next():
     samples = [(0.0, 100.0), (1000.0, 200.0), (3000.0, 50.0)]
-    assert sim_validate.step_mean(samples, 0.0, 4000.0) == pytest.approx((100 + 2 * 200 + 50) / 4)
-    assert sim_validate.step_mean(samples, 500.0, 1500.0) == pytest.approx(150.0)
-    assert sim_validate.step_mean([], 0.0, 10.0) is None
+    assert stats.step_mean(samples, 0.0, 4000.0) == pytest.approx((100 + 2 * 200 + 50) / 4)
+    assert stats.step_mean(samples, 500.0, 1500.0) == pytest.approx(150.0)
+    assert stats.step_mean([], 0.0, 10.0) is None
 
 
 def test_compare_gives_relative_differences_and_targets():

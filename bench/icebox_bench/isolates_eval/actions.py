@@ -13,6 +13,7 @@ import time
 
 from ..client import ApiError, IceboxClient
 from ..deploy import action_body
+from ..faasmem_eval.local_memory import action_name
 from ..manifest import FunctionSpec
 
 SHARING_ANNOTATION = "icebox.sharing"
@@ -47,13 +48,8 @@ async def deploy(client: IceboxClient, action: str, body: dict) -> dict:
         raise ApiError("PUT", action, e.status, f"deploying {action}: {e.message}") from None
 
 
-def owned_by(view: dict, action: str) -> bool:
-    """The view's `action` is `namespace/name`."""
-    return str(view.get("action", "")).rsplit("/", 1)[-1] == action
-
-
 async def instances_of(client: IceboxClient, action: str) -> list[dict]:
-    return [v for v in await client.instances() if owned_by(v, action)]
+    return [v for v in await client.instances() if action_name(v.get("action")) == action]
 
 
 async def measure_action(client: IceboxClient, action: str) -> dict:

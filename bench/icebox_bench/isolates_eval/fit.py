@@ -35,6 +35,10 @@ class Fit:
         return {"slope_mb": round(self.slope_mb, 3), "increment_mb": self.increment_mb,
                 "base_mb": round(self.base_mb, 3), "base0_mb": round(self.base0_mb, 3), "points": self.points}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Fit":
+        return cls(slope_mb=d["slope_mb"], increment_mb=d["increment_mb"], base_mb=d["base_mb"], points=d["points"])
+
 
 def least_squares_slope(ns: list[float], values: list[float]) -> float:
     mean_n = sum(ns) / len(ns)

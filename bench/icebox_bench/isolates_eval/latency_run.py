@@ -80,17 +80,21 @@ async def measure_starts(client: IceboxClient, spec: FunctionSpec, *, rounds: in
         if first["status"] != "success":
             raise RuntimeError(f"{action} failed: {first.get('error')}")
         instance = first["instance"]
+
+        async def start_sample(key: str) -> float | None:
+            """One activation on the instance; the start time the runtime recorded for it."""
+            r = await invoke_once(client, action, params, action_timeout_ms=spec.timeout_ms)
+            if r["status"] != "success" or r["instance"] != instance:
+                raise RuntimeError(f"{action}: a start round failed or moved: {r.get('error') or r['instance']}")
+            return (latency.start_times(await client.instance_stats(instance)) or {}).get(key)
+
         fresh, pool = [], []
         for _ in range(rounds):
             await wait_frozen(client, instance)
             await reclaim(client, instance)
-            r = await invoke_once(client, action, params, action_timeout_ms=spec.timeout_ms)
-            fresh.append((latency.start_times(await client.instance_stats(instance)) or {}).get("fresh_last"))
+            fresh.append(await start_sample("fresh_last"))
         for _ in range(rounds):
-            r = await invoke_once(client, action, params, action_timeout_ms=spec.timeout_ms)
-            pool.append((latency.start_times(await client.instance_stats(instance)) or {}).get("pool_last"))
-        if r["instance"] != instance:
-            raise RuntimeError(f"{action}: the start rounds ran on two instances")
+            pool.append(await start_sample("pool_last"))
         out = latency.start_times(await client.instance_stats(instance))
         if out is not None:
             out["fresh_samples_ms"], out["pool_samples_ms"] = fresh, pool

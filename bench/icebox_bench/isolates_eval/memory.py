@@ -48,27 +48,22 @@ def mode_entry(points: dict) -> dict:
     return {"points": points, "fit": fitting.fit(peaks(points)).to_json()}
 
 
-def _fit_of(entry: dict) -> fitting.Fit:
-    f = entry["fit"]
-    return fitting.Fit(slope_mb=f["slope_mb"], increment_mb=f["increment_mb"], base_mb=f["base_mb"],
-                       points=f["points"])
-
-
 def function_entry(modes: dict[str, dict]) -> dict:
     """{mode: {"points": ...}} → the function's summary entry with fits and comparisons."""
     out: dict = {"modes": {m: mode_entry(e["points"]) for m, e in modes.items() if e.get("points")}}
     fitted = out["modes"]
+    fit = {mode: fitting.Fit.from_json(e["fit"]) for mode, e in fitted.items()}
     if "isolate" in fitted and "process" in fitted:
         iso, proc = peaks(fitted["isolate"]["points"]), peaks(fitted["process"]["points"])
         measured = round(iso[RATIO_LEVEL] / proc[RATIO_LEVEL], 4) if RATIO_LEVEL in iso and RATIO_LEVEL in proc \
             else None
         out["isolate_over_process_at_8"] = {
             "measured": measured,
-            "fitted": round(_fit_of(fitted["isolate"]).limit(RATIO_LEVEL) / _fit_of(fitted["process"]).limit(RATIO_LEVEL), 4),
+            "fitted": round(fit["isolate"].limit(RATIO_LEVEL) / fit["process"].limit(RATIO_LEVEL), 4),
         }
     if "isolate" in fitted and "shared" in fitted:
         out["crossover"] = {
-            "fitted": fitting.crossover(_fit_of(fitted["isolate"]), _fit_of(fitted["shared"])),
+            "fitted": fitting.crossover(fit["isolate"], fit["shared"]),
             "measured": fitting.measured_crossover(peaks(fitted["isolate"]["points"]), peaks(fitted["shared"]["points"])),
         }
     return out

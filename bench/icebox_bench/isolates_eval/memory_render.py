@@ -58,7 +58,7 @@ def plot(summary: dict, path: Path) -> Path:
             pts = sorted(peaks(e["points"]).items())
             ns = [n for n, _ in pts]
             ax.plot(ns, [v for _, v in pts], "o-", color=COLORS.get(mode), label=f"{mode} (measured)")
-            f = fitting.Fit(e["fit"]["slope_mb"], e["fit"]["increment_mb"], e["fit"]["base_mb"], e["fit"]["points"])
+            f = fitting.Fit.from_json(e["fit"])
             ax.plot(ns, [f.limit(n) for n in ns], "--", color=COLORS.get(mode), alpha=0.7, label=f"{mode} (fit)")
         ax.set_title(name, fontsize="medium")
         ax.set_xlabel("concurrent activations n")

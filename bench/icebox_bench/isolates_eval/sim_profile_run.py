@@ -41,7 +41,7 @@ async def cold_and_idle(client: IceboxClient, spec: FunctionSpec, *, runs: int, 
             out["warm_durations_ms"] += [float(r["duration_ms"]) for r in warm if r.get("duration_ms") is not None]
             instance = records[-1]["instance"]
         instances = [instance]
-        if idle_after is not None:
+        if idle_after:
             # Two instances side by side, each after `idle_after` invocations: the function's own
             # library pages (crypto, ...) are then shared, as among a trace's many instances,
             # and USS leaves them out. The idle figures are their means.

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from .. import paths
-from .sim_validate import step_mean
+from ..stats import step_mean
 
 
 def sim_binary() -> Path:
@@ -36,58 +36,20 @@ def run_sim(argv: list[str], log_path: Path, timeout_s: float = 600.0) -> float:
     return time.monotonic() - t0
 
 
-def _find(d: dict, *names: str):
-    """The first of `names` found in `d` or one level down (summary layouts differ)."""
-    for name in names:
-        if name in d:
-            return d[name]
-    for value in d.values():
-        if isinstance(value, dict):
-            for name in names:
-                if name in value:
-                    return value[name]
-    return None
-
-
-def _mb(value, key: str) -> float | None:
-    if value is None:
-        return None
-    return float(value) / (1024 * 1024) if "bytes" in key else float(value)
-
-
 def timeline_memory(path: Path) -> list[tuple[float, float]]:
-    """(t ms, memory MiB) from timeline.csv: a time column in s or ms, a memory column in MB/MiB
-    or bytes."""
+    """(t ms, memory MiB) of the first run in icebox-sim's timeline.csv
+    (crates/icebox-sim/src/output.rs: run,second,memory_mib,...)."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
-    if not rows:
-        return []
-    cols = list(rows[0])
-    tcol = next((c for c in cols if c.split("_")[0] in ("t", "time", "second", "seconds")), cols[0])
-    mcol = next((c for c in cols if c.startswith("memory") and "active" not in c), None)
-    if mcol is None:
-        raise ValueError(f"{path}: no memory column in {cols}")
-    t_scale = 1.0 if tcol.endswith("ms") else 1000.0
-    out = []
-    for r in rows:
-        out.append((float(r[tcol]) * t_scale, _mb(r[mcol], mcol)))
-    return out
+    first = rows[0]["run"] if rows else None
+    return [(float(r["second"]) * 1000.0, float(r["memory_mib"])) for r in rows if r["run"] == first]
 
 
 def read_sim(out: Path, horizon_ms: float) -> dict:
-    """{"cold_starts", "avg_memory_mb", "events_per_s", "summary"} from the simulator's --out DIR."""
+    """{"cold_starts", "avg_memory_mb", "events_per_s", "summary"} from the simulator's --out DIR:
+    the memory averaged over the same horizon as the replay's, from its timeline."""
     top = json.loads((out / "summary.json").read_text())
-    summary = top["runs"][0] if isinstance(top.get("runs"), list) and top["runs"] else top
-    cold = _find(summary, "cold_starts", "cold_start_count")
-    avg = None
-    timeline = out / "timeline.csv"
-    if timeline.is_file():
-        avg = step_mean(timeline_memory(timeline), 0.0, horizon_ms)
-    if avg is None:
-        for key in ("avg_memory_mb", "average_memory_mb", "mean_memory_mb", "avg_memory_bytes", "average_memory_bytes"):
-            value = _find(summary, key)
-            if value is not None:
-                avg = _mb(value, key)
-                break
-    return {"cold_starts": cold, "avg_memory_mb": round(avg, 3) if avg is not None else None,
-            "events_per_s": _find(top, "events_per_s", "events_per_second"), "summary": top}
+    avg = step_mean(timeline_memory(out / "timeline.csv"), 0.0, horizon_ms)
+    return {"cold_starts": top["runs"][0]["metrics"]["cold_starts"],
+            "avg_memory_mb": round(avg, 3) if avg is not None else None,
+            "events_per_s": top["events_per_s"], "summary": top}

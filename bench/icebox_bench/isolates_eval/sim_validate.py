@@ -157,22 +157,6 @@ def sim_profiles(profile: dict, actions: dict[str, tuple[str, str]], *, counts: 
     return {**profile, "source": f"{profile.get('source', '')}; sim-validate: {note}", "functions": functions}
 
 
-def step_mean(samples: list[tuple[float, float]], start: float, end: float) -> float | None:
-    """Mean over [start, end) of a step function given as (t, value) samples, each held until
-    the next; None without a sample inside."""
-    pts = sorted(p for p in samples if p[0] < end)
-    if not pts or end <= start:
-        return None
-    total, covered = 0.0, 0.0
-    for i, (t, v) in enumerate(pts):
-        t_next = pts[i + 1][0] if i + 1 < len(pts) else end
-        lo, hi = max(t, start), min(t_next, end)
-        if hi > lo:
-            total += v * (hi - lo)
-            covered += hi - lo
-    return total / covered if covered else None
-
-
 def relative(sim: float | None, replay: float | None) -> float | None:
     if sim is None or replay in (None, 0):
         return None

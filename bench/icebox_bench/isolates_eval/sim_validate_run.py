@@ -4,14 +4,14 @@ kept trace function, the action instances' memory (USS by default) sampled every
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass
 
 from ..client import IceboxClient, IceboxError
+from ..faasmem_eval.local_memory import action_name
 from ..manifest import FunctionSpec
 from ..openloop import OpenLoop
-from ..recorder import JsonlWriter
+from ..recorder import JsonlWriter, read_jsonl
 from ..schedule import Timeline, build
 from ..traces.model import TraceInvocation
 from ..units import MIB
@@ -41,7 +41,7 @@ async def _sample(client: IceboxClient, actions: set[str], measure: str, t0_ms: 
         try:
             views = await client.instances()
             total = sum(int((v.get("memory") or {}).get(measure) or 0) for v in views
-                        if str(v.get("action", "")).rsplit("/", 1)[-1] in actions)
+                        if action_name(v.get("action")) in actions)
             out.append((time.time() * 1000.0 - t0_ms, total / MIB))
         except IceboxError:
             pass
@@ -80,8 +80,7 @@ async def replay(client: IceboxClient, plan: ReplayPlan, invocations: JsonlWrite
         await sampler
         for action in sorted(names):
             await remove(client, action, log)
-    records = [json.loads(line) for line in invocations.path.read_text().splitlines() if line.strip()]
-    mine = [r for r in records if r.get("function") in names]
+    mine = [r for r in read_jsonl(invocations.path) if r.get("function") in names]
     return {"scheduled": len(sched.items), "statuses": result.to_json()["statuses"],
             "cold_starts": sum(1 for r in mine if r.get("start_kind") == "cold"),
             "warm_starts": sum(1 for r in mine if r.get("start_kind") == "warm"),

@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from .. import manifest
+from .. import manifest, stats
 from ..commands.replay_cmd import resolve_trace
 from ..frozen_garbage.baseline import start_companion, stop_companion
 from ..isolates_eval import sim_profile, sim_run, sim_validate
@@ -116,7 +116,7 @@ class SimValidate(Recipe):
                           speed=speed, sharing=sharing, concurrency=concurrency, tail_s=float(s["tail"]),
                           size=str(s["input"]), measure=str(s["measure"]))
         r = await replay(ctx.client, plan, ctx.session.invocations, log=ctx.log)
-        avg = sim_validate.step_mean(r["memory"], 0.0, r["horizon_ms"])
+        avg = stats.step_mean(r["memory"], 0.0, r["horizon_ms"])
         replay_out = {"cold_starts": r["cold_starts"], "warm_starts": r["warm_starts"],
                       "avg_memory_mb": round(avg, 3) if avg is not None else None,
                       "statuses": r["statuses"], "lag_ms": r["lag_ms"], "samples": len(r["memory"])}

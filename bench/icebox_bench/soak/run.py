@@ -253,7 +253,8 @@ def run(cfg: SoakConfig, out_dir: Path, log) -> tuple[dict, bool]:
                    "request_timeout_s": cfg.request_timeout_s, "max_requests": cfg.max_requests, "seed": cfg.seed,
                    "daemon_flags": " ".join(cfg.daemon_args) or "defaults",
                    "daemon_launch": "--listen 127.0.0.1:<free port>, --state-dir <temp dir>, --auth, --runtimes-dir",
-                   "actions": [{"name": a.name, "kind": a.kind, "source": a.source, "weight": a.weight, "params": a.params}
+                   "actions": [{"name": a.name, "kind": a.kind, "source": a.source, "weight": a.weight, "params": a.params,
+                                "sharing": a.sharing, "concurrency": a.concurrency}
                                for a in SOAK_ACTIONS]},
         "daemon": {"isolation": daemon.health.get("isolation"), "cgroup": daemon.health.get("cgroup"),
                    "died_during_run": state.daemon_died},
