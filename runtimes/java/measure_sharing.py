@@ -16,46 +16,30 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def command():
-    with open(os.path.join(HERE, "runtime.json")) as f:
-        return [arg.replace("{runtime_dir}", HERE) for arg in json.load(f)["command"]]
+from measure import request as http_request
+from measure import runtime_command, wait_ready
 
 
 def request(sock, method, url, body=None):
-    data = json.dumps(body).encode() if body is not None else b""
-    with socket.socket(socket.AF_UNIX) as s:
-        s.connect(sock)
-        s.sendall(("%s %s HTTP/1.1\r\nHost: icebox\r\nContent-Length: %d\r\n"
-                   "Connection: close\r\n\r\n" % (method, url, len(data))).encode() + data)
-        reply = b""
-        while chunk := s.recv(1 << 16):
-            reply += chunk
-    return json.loads(reply.partition(b"\r\n\r\n")[2])
+    """The reply's JSON body (measure.request gives the status too)."""
+    return http_request(sock, method, url, body)[1]
 
 
 class Proxy:
     def __init__(self, env):
         self.dir = tempfile.mkdtemp(prefix="icebox-sharing-")
         self.sock = os.path.join(self.dir, "proxy.sock")
+        command, runtime_env = runtime_command()
+        began = time.perf_counter()
         self.process = subprocess.Popen(
-            command(), env=dict(os.environ, ICEBOX_PROXY_SOCKET=self.sock, **env), cwd=self.dir,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while True:
-            try:
-                with socket.socket(socket.AF_UNIX) as probe:
-                    probe.connect(self.sock)
-                return
-            except OSError:
-                time.sleep(0.01)
+            command, env=dict(os.environ, ICEBOX_PROXY_SOCKET=self.sock, **runtime_env, **env),
+            cwd=self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_ready(self.process, self.sock, began)
 
     def memory_mib(self):
         fields = {}

@@ -1,5 +1,6 @@
 """Request routing and the OpenWhisk /init and /run semantics (see docs/runtime-protocol.md)."""
 
+import contextlib
 import _thread
 import gc
 
@@ -15,6 +16,15 @@ _OK = b'{"ok": true}'
 
 class _BadRequest(Exception):
     pass
+
+
+@contextlib.contextmanager
+def _bad_metadata():
+    """Malformed activation metadata in a /run body is the client's error (400)."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        raise _BadRequest("Invalid activation metadata: %s" % exc) from None
 
 
 class _NoLimit:
@@ -127,7 +137,8 @@ class App:
         elif not isinstance(params, dict):
             raise _BadRequest("The /run 'value' must be a JSON object.")
         if self._environ is not None:
-            values = self._activation_values(document)
+            with _bad_metadata():
+                values = activation.activation_env(document)
             with self._run_slots:
                 # Inside the slot: values set earlier would be in place while waiting for one.
                 self._environ.set_for_this_thread(values)
@@ -135,18 +146,10 @@ class App:
                     return self._call(action, params)
                 finally:
                     self._environ.clear_for_this_thread()
-        self._activation_values(document, process_wide=True)
+        with _bad_metadata():
+            activation.set_activation_env(document)
         with self._run_slots:
             return self._call(action, params)
-
-    @staticmethod
-    def _activation_values(document, process_wide=False):
-        try:
-            if process_wide:
-                return activation.set_activation_env(document)
-            return activation.activation_env(document)
-        except (ValueError, TypeError) as exc:
-            raise _BadRequest("Invalid activation metadata: %s" % exc) from None
 
     def _call(self, action, params):
         self._slots.acquire()

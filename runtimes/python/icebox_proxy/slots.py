@@ -12,27 +12,25 @@ class Slots:
     def __init__(self, capacity):
         self.capacity = capacity
         self._lock = _thread.allocate_lock()
-        self._idle = 0
+        # Slots are never torn down, so every slot ever created is live, and the busy ones are
+        # the activations in flight.
         self._busy = 0
         self._created = 0
-        self.in_flight = 0
+
+    @property
+    def in_flight(self):
+        return self._busy
 
     def acquire(self):
         with self._lock:
-            self.in_flight += 1
-            if self._idle:
-                self._idle -= 1
-            else:
+            if self._busy == self._created:
                 self._created += 1
             self._busy += 1
 
     def release(self):
         with self._lock:
-            self.in_flight -= 1
             self._busy -= 1
-            self._idle += 1
 
     def contexts(self):
         with self._lock:
-            return {"live": self._idle + self._busy, "busy": self._busy,
-                    "created": self._created}
+            return {"live": self._created, "busy": self._busy, "created": self._created}

@@ -22,8 +22,9 @@ class ActivationEnviron(os._Environ):
         self._local = threading.local()
 
     def set_for_this_thread(self, values):
-        """values: name -> str, or None for a name this activation has unset."""
-        self._local.values = dict(values)
+        """values: name -> str, or None for a name this activation has unset; kept as given
+        (the caller builds a fresh dict per activation)."""
+        self._local.values = values
 
     def clear_for_this_thread(self):
         self._local.values = None

@@ -24,8 +24,9 @@ final class ActivationEnvironment extends AbstractMap<String, String> {
     }
 
     /** {@code values}: name to value, or to null for a name this activation has unset. */
+    /** Kept as given: the caller builds a fresh map per activation. */
     void setForThisThread(Map<String, String> values) {
-        own.set(new HashMap<>(values));
+        own.set(values);
     }
 
     void clearForThisThread() {

@@ -75,7 +75,8 @@ final class ClassLoaderSlots implements Invocable {
     /** The {@code contexts} object of the stats' {@code sharing}: class loaders. */
     synchronized JsonObject describe() {
         JsonObject contexts = new JsonObject();
-        contexts.addProperty("live", idle.size() + busy);
+        // Slots are never torn down (a failed load is uncounted), so all created are live.
+        contexts.addProperty("live", created);
         contexts.addProperty("busy", busy);
         contexts.addProperty("created", created);
         return contexts;
