@@ -33,6 +33,14 @@ async def deploy(client: IceboxClient, spec: FunctionSpec, action_name: str | No
         raise ApiError("PUT", name, e.status, f"deploying {spec.name} ({spec.path.name}): {e.message}") from None
 
 
+async def put_body(client: IceboxClient, action: str, body: dict, what: str) -> dict:
+    """Create or update `action` with a prepared body; a refusal names `what` was deployed."""
+    try:
+        return await client.put_action(action, body)
+    except ApiError as e:
+        raise ApiError("PUT", action, e.status, f"deploying {what}: {e.message}") from None
+
+
 async def deploy_all(client: IceboxClient, specs: list[FunctionSpec], *, log=print) -> list[str]:
     names = []
     for spec in specs:

@@ -15,7 +15,7 @@ import asyncio
 import time
 
 from ..client import ApiError, IceboxClient, IceboxError
-from ..deploy import action_body
+from ..deploy import action_body, put_body
 from ..manifest import FunctionSpec
 
 MODES = ("vanilla", "eager", "desiccant")
@@ -46,10 +46,7 @@ def mode_action_body(spec: FunctionSpec, mode: str | None, memory_mb: int | None
 async def deploy_mode(client: IceboxClient, spec: FunctionSpec, action: str, mode: str | None,
                       memory_mb: int | None = None) -> dict:
     """Create or update `action` (a new version: no older instance serves it)."""
-    try:
-        return await client.put_action(action, mode_action_body(spec, mode, memory_mb))
-    except ApiError as e:
-        raise ApiError("PUT", action, e.status, f"deploying {spec.name} as {action}: {e.message}") from None
+    return await put_body(client, action, mode_action_body(spec, mode, memory_mb), f"{spec.name} as {action}")
 
 
 async def delete_quietly(client: IceboxClient, actions, log=print) -> None:

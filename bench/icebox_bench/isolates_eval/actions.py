@@ -12,12 +12,12 @@ import asyncio
 import time
 
 from ..client import ApiError, IceboxClient
-from ..deploy import action_body
+from ..deploy import action_body, put_body
+from ..desiccant_eval.actions import ProtocolError, delete_quietly, wait_gone
 from ..faasmem_eval.local_memory import action_name
 from ..manifest import FunctionSpec
 
 SHARING_ANNOTATION = "icebox.sharing"
-_POLL_S = 0.05
 
 
 def sharing_body(spec: FunctionSpec | None, mode: str, *, concurrency: int, memory_mb: int | None = None,
@@ -42,10 +42,7 @@ def sharing_body(spec: FunctionSpec | None, mode: str, *, concurrency: int, memo
 
 
 async def deploy(client: IceboxClient, action: str, body: dict) -> dict:
-    try:
-        return await client.put_action(action, body)
-    except ApiError as e:
-        raise ApiError("PUT", action, e.status, f"deploying {action}: {e.message}") from None
+    return await put_body(client, action, body, action)
 
 
 async def instances_of(client: IceboxClient, action: str) -> list[dict]:
@@ -83,20 +80,12 @@ def reported_modes(sample: dict) -> set[str]:
     return modes
 
 
-async def wait_gone(client: IceboxClient, action: str, timeout_s: float = 30.0) -> None:
-    """Deleting an action evicts its instances asynchronously; the next measurement must not
-    see them."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not await instances_of(client, action):
-            return
-        await asyncio.sleep(_POLL_S)
-    raise TimeoutError(f"instances of {action} still alive {timeout_s:.0f} s after it was deleted")
-
-
 async def remove(client: IceboxClient, action: str, log=print) -> None:
+    """Delete the action and wait until its instances are gone: the next measurement must not
+    see them."""
     try:
-        await client.delete_action(action)
-        await wait_gone(client, action)
-    except (ApiError, TimeoutError) as e:
+        ids = [v["id"] for v in await instances_of(client, action)]
+        await delete_quietly(client, [action], log)
+        await wait_gone(client, ids)
+    except (ApiError, ProtocolError) as e:
         log(f"warning: removing {action}: {e}")
