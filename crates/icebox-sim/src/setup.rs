@@ -105,8 +105,7 @@ impl Workload {
                 trace.functions.clone(),
             ),
         };
-        let events = trace
-            .events
+        let events = std::mem::take(&mut trace.events)
             .iter()
             .map(|e| SimEvent {
                 t: (e.time_ms - origin_ms) as u64,

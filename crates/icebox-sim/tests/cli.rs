@@ -6,20 +6,18 @@ use std::process::{Command, Output};
 const BIN: &str = env!("CARGO_BIN_EXE_icebox-sim");
 
 /// ../shared/traces beside the repository, or ICEBOX_SIM_TRACES (for worktrees elsewhere).
-fn traces() -> Option<PathBuf> {
+/// Missing samples fail the test, as in the bench suite: a skip would pass unnoticed.
+fn traces() -> PathBuf {
     let default = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
     let dir =
         std::env::var_os("ICEBOX_SIM_TRACES").map_or_else(|| PathBuf::from(default), PathBuf::from);
-    let dir = dir.as_path();
-    if dir.is_dir() {
-        Some(dir.to_path_buf())
-    } else {
-        eprintln!(
-            "SKIPPED: trace samples not found at {} (they live in ../shared/traces beside the repository)",
-            dir.display()
-        );
-        None
-    }
+    assert!(
+        dir.is_dir(),
+        "trace samples not found at {} (they live in ../shared/traces beside the repository, \
+         or set ICEBOX_SIM_TRACES)",
+        dir.display()
+    );
+    dir
 }
 
 fn profiles() -> String {
@@ -88,7 +86,7 @@ fn help_documents_every_flag() {
 
 #[test]
 fn sweeps_the_busiest_window_of_the_2019_sample_into_a_comparison() {
-    let Some(t) = traces() else { return };
+    let t = traces();
     let out = tempfile::tempdir().unwrap();
     let trace = format!("azure2019:{}", t.join("azure2019-sample100").display());
     let stdout = ok(&[
@@ -124,7 +122,8 @@ fn sweeps_the_busiest_window_of_the_2019_sample_into_a_comparison() {
         let m = &r["metrics"];
         assert!(m["invocations"].as_u64().unwrap() > 0);
         assert!(m["cold_starts"].as_u64().unwrap() <= m["invocations"].as_u64().unwrap());
-        assert!(m["events_per_s"].as_f64().unwrap() > 0.0);
+        // Reported (a wall-clock speed, so not compared with anything).
+        assert!(m["events_per_s"].is_number(), "{m}");
     }
     // More memory never means more cold starts with infinite keep-alive, in either mode.
     let cold = |i: usize| runs[i]["metrics"]["cold_starts"].as_u64().unwrap();
@@ -147,7 +146,7 @@ fn sweeps_the_busiest_window_of_the_2019_sample_into_a_comparison() {
 
 #[test]
 fn the_same_seed_gives_the_same_result_and_another_seed_another() {
-    let Some(t) = traces() else { return };
+    let t = traces();
     let trace = format!("azure2019:{}", t.join("azure2019-sample100").display());
     let run = |seed: &str| {
         let out = tempfile::tempdir().unwrap();
@@ -183,7 +182,7 @@ fn the_same_seed_gives_the_same_result_and_another_seed_another() {
 
 #[test]
 fn replays_the_2021_sample_and_an_events_file() {
-    let Some(t) = traces() else { return };
+    let t = traces();
     let trace = format!(
         "azure2021:{}",
         t.join("azure2021-sample/invocations.csv").display()

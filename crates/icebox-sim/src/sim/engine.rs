@@ -6,7 +6,8 @@ use super::metrics::{Counters, Metrics, TimelineRow};
 use super::state::{compact, coprime_steps, Func, Inst, Node, Ref};
 use crate::profile::Resolved;
 use icebox_policy::{
-    join_busy_by, EvictOrder, HybridPolicy, KeepAliveConfig, KeepAlivePolicy, ReclaimThreshold,
+    join_busy_by, Estimate, EvictOrder, HybridPolicy, KeepAliveConfig, KeepAlivePolicy,
+    ReclaimThreshold, Retained,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -59,6 +60,9 @@ pub struct Sim<'a> {
     func_class: &'a [u32],
     keepalive: KeepAlivePolicy,
     hybrid: HybridPolicy,
+    /// Desiccant's estimate without a profile; a function's measured retained share replaces
+    /// its `retained`.
+    prior: Estimate,
     capacity: u32,
     insts: Vec<Inst>,
     free_slots: Vec<u32>,
@@ -108,6 +112,7 @@ impl<'a> Sim<'a> {
             func_class,
             keepalive,
             hybrid: HybridPolicy::new(cfg.hybrid),
+            prior: Estimate::prior(&cfg.desiccant),
             capacity: cfg.sharing.capacity(cfg.concurrency),
             insts: Vec::new(),
             free_slots: Vec::new(),
@@ -162,13 +167,7 @@ impl<'a> Sim<'a> {
     fn push_timer(&mut self, t: u64, kind: u8, inst: u32, gen: u32, aux: u64) {
         // Past the end nothing is observed, so the timer would only cost heap space.
         if t <= self.cfg.end_ms {
-            self.timers.push(Reverse(Timer {
-                t,
-                kind,
-                inst,
-                gen,
-                aux,
-            }));
+            self.push_timer_always(t, kind, inst, gen, aux);
         }
     }
 
@@ -276,7 +275,7 @@ impl<'a> Sim<'a> {
         };
         let done = exec_start + dur;
         let gen = self.insts[inst as usize].gen;
-        self.push_timer_always(done, COMPLETE, inst, gen);
+        self.push_timer_always(done, COMPLETE, inst, gen, 0);
         if p.arrived >= self.cfg.count_from_ms {
             let c = &mut self.c;
             c.invocations += 1;
@@ -295,13 +294,13 @@ impl<'a> Sim<'a> {
 
     /// Completions must run even past the end: they free what later arrivals need. (They are
     /// only past the end for activations that started before it.)
-    fn push_timer_always(&mut self, t: u64, kind: u8, inst: u32, gen: u32) {
+    fn push_timer_always(&mut self, t: u64, kind: u8, inst: u32, gen: u32, aux: u64) {
         self.timers.push(Reverse(Timer {
             t,
             kind,
             inst,
             gen,
-            aux: 0,
+            aux,
         }));
     }
 
@@ -429,27 +428,19 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        let mut kept: Option<Ref> = None;
+        // `keep`'s own LRU entry may be dropped: the caller takes it out of the idle set at
+        // once, which makes that entry stale anyway.
         while self.nodes[n].free() < need {
             let victim = match self.cfg.evict {
                 EvictOrder::Lru => match self.nodes[n].lru.pop_front() {
-                    Some(r) if !self.idle_valid(r) => continue,
-                    Some(r) if Some(r.0) == keep => {
-                        kept = Some(r);
-                        continue;
-                    }
+                    Some(r) if !self.idle_valid(r) || Some(r.0) == keep => continue,
                     Some(r) => r.0,
                     None => break,
                 },
                 EvictOrder::Frequency => {
-                    let mut it = self.nodes[n].by_key.iter();
-                    let first = it.next().copied();
-                    match first {
-                        Some((_, i)) if Some(i) == keep => match it.next().copied() {
-                            Some((_, j)) => j,
-                            None => break,
-                        },
-                        Some((_, i)) => i,
+                    let mut next = self.nodes[n].by_key.iter().map(|&(_, i)| i);
+                    match next.find(|&i| Some(i) != keep) {
+                        Some(i) => i,
                         None => break,
                     }
                 }
@@ -459,9 +450,6 @@ impl<'a> Sim<'a> {
             if self.counting() {
                 self.c.evictions += 1;
             }
-        }
-        if let Some(r) = kept {
-            self.nodes[n].lru.push_front(r);
         }
         debug_assert!(
             self.nodes[n].free() >= need,
@@ -502,17 +490,17 @@ impl<'a> Sim<'a> {
             self.nodes[n].eligible.push_back(r);
             let live = self.nodes[n].idle_count;
             let insts = &self.insts;
-            compact(&mut self.nodes[n].eligible, live, |&(i, g)| {
-                let x = &insts[i as usize];
-                x.alive && x.idle && x.gen == g
-            });
+            compact(&mut self.nodes[n].eligible, live, |&r| idle_valid(insts, r));
         }
     }
 
     fn reclaim(&mut self, i: u32) {
         let inst = &self.insts[i as usize];
-        let retained = self.class(inst.func).retained;
-        let new = (inst.charge as f64 * retained).round() as u64;
+        let estimate = Estimate {
+            retained: Retained::Fraction(self.class(inst.func).retained),
+            ..self.prior
+        };
+        let new = estimate.retained_bytes(inst.charge);
         self.recharge(i, new);
         self.insts[i as usize].reclaimed = true;
         if self.counting() {
@@ -576,7 +564,6 @@ impl<'a> Sim<'a> {
         let now = self.now;
         let inst = &mut self.insts[i as usize];
         inst.idle = true;
-        inst.idle_since = now;
         inst.reclaimed = false;
         inst.gen = inst.gen.wrapping_add(1);
         let (gen, func, node, charge) = (inst.gen, inst.func, inst.node as usize, inst.charge);
@@ -602,10 +589,7 @@ impl<'a> Sim<'a> {
             self.nodes[node].idle_count,
         );
         let insts = &self.insts;
-        let valid = |&(i, g): &Ref| {
-            let x = &insts[i as usize];
-            x.alive && x.idle && x.gen == g
-        };
+        let valid = |&r: &Ref| idle_valid(insts, r);
         compact(&mut self.funcs[func as usize].idle, live_f, valid);
         compact(&mut self.nodes[node].lru, live_n, valid);
         if let Some(at) = expiry {
@@ -755,8 +739,14 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn idle_valid(&self, (i, g): Ref) -> bool {
-        let x = &self.insts[i as usize];
-        x.alive && x.idle && x.gen == g
+    fn idle_valid(&self, r: Ref) -> bool {
+        idle_valid(&self.insts, r)
     }
+}
+
+/// Whether an entry of an idle list still names the same idle period of a live instance
+/// (entries are left behind lazily when an instance is taken or evicted).
+fn idle_valid(insts: &[Inst], (i, g): Ref) -> bool {
+    let x = &insts[i as usize];
+    x.alive && x.idle && x.gen == g
 }

@@ -18,7 +18,6 @@ pub struct Inst {
     pub gen: u32,
     pub alive: bool,
     pub idle: bool,
-    pub idle_since: u64,
     /// Bytes charged to its node now.
     pub charge: u64,
     /// When its cold start ends; activations that join earlier wait for it.
