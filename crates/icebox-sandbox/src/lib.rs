@@ -13,4 +13,7 @@ mod sandbox;
 pub use client::{RuntimeClient, RuntimeError, RuntimeReply};
 pub use logs::{LogCollector, SENTINEL};
 pub use manifest::{RuntimeManifest, Runtimes};
-pub use sandbox::{ExitCause, InstanceSpec, Sandbox, SandboxBackend, SandboxError};
+pub use sandbox::{
+    ExitCause, InstanceSpec, LoadingSetInfo, RestoreMode, Sandbox, SandboxBackend, SandboxError,
+    SnapshotInfo, Snapshots,
+};

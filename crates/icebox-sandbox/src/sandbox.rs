@@ -3,6 +3,7 @@ use crate::logs::LogCollector;
 use crate::manifest::RuntimeManifest;
 use async_trait::async_trait;
 use icebox_core::MemoryStats;
+use std::path::Path;
 use std::sync::Arc;
 
 /// Everything a backend needs to start one instance.
@@ -51,6 +52,8 @@ pub enum SandboxError {
 #[async_trait]
 pub trait Sandbox: Send + Sync {
     fn id(&self) -> &str;
+    /// For a backend to recognise its own sandboxes (snapshots are taken by the backend).
+    fn as_any(&self) -> &dyn std::any::Any;
     /// HTTP client for the proxy's UNIX socket.
     fn client(&self) -> &RuntimeClient;
     /// Output of the runtime, split per activation by the sentinel line.
@@ -77,11 +80,124 @@ pub trait Sandbox: Send + Sync {
     fn exit_cause(&self) -> Option<ExitCause>;
     /// Kill every process and release every resource; safe to call more than once.
     async fn destroy(&self);
+    /// How this instance's memory is being brought in, when it was restored from a snapshot:
+    /// the mode, pages served on fault, prefetched, zero-filled, bytes read (JSON, for
+    /// events and views).
+    fn restore_stats(&self) -> Option<serde_json::Value> {
+        None
+    }
+}
+
+/// How a restored instance gets the snapshot's memory (FaaSnap §4 and its baselines; see
+/// docs/snapshots.md). The same names for process (CRIU) and VM (QEMU) snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestoreMode {
+    /// All memory loaded before the instance runs (CRIU's default restore; for a VM, its whole
+    /// RAM file read into the page cache before it resumes).
+    Eager,
+    /// Pages on demand only: CRIU's own lazy-pages daemon; a VM mapping its RAM file
+    /// privately. The baseline FaaSnap is measured against.
+    Lazy,
+    /// Pages on demand while the order of the first invocation's accesses is recorded, in
+    /// groups of 1024 pages (FaaSnap's record phase). Ends with [`Snapshots::finish_record`].
+    Record,
+    /// REAP: the recorded working set loaded in full before the instance resumes, the rest on
+    /// demand.
+    Reap,
+    /// FaaSnap: the loading set (recorded working set minus zero pages) prefetched in group
+    /// order concurrently with the running instance; zero pages never read from disk.
+    Faasnap,
+}
+
+impl RestoreMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestoreMode::Eager => "eager",
+            RestoreMode::Lazy => "lazy",
+            RestoreMode::Record => "record",
+            RestoreMode::Reap => "reap",
+            RestoreMode::Faasnap => "faasnap",
+        }
+    }
+
+    /// Whether this mode needs a recorded loading set in the snapshot.
+    pub fn needs_loading_set(self) -> bool {
+        matches!(self, RestoreMode::Reap | RestoreMode::Faasnap)
+    }
+}
+
+impl std::str::FromStr for RestoreMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "eager" => Ok(RestoreMode::Eager),
+            "lazy" => Ok(RestoreMode::Lazy),
+            "record" => Ok(RestoreMode::Record),
+            "reap" => Ok(RestoreMode::Reap),
+            "faasnap" => Ok(RestoreMode::Faasnap),
+            other => Err(format!(
+                "unknown restore mode '{other}' (expected eager, lazy, record, reap or faasnap)"
+            )),
+        }
+    }
+}
+
+/// What taking a snapshot produced.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SnapshotInfo {
+    /// Backend that wrote it (`crun`, `vm`): a snapshot is only restored by its own backend.
+    pub backend: String,
+    /// Bytes of memory image written (sparse files count their data only).
+    pub memory_bytes: u64,
+    pub took_ms: u64,
+}
+
+/// What recording the first invocation produced (FaaSnap's loading set).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct LoadingSetInfo {
+    /// Pages touched during the recorded invocation (the working set).
+    pub working_set_pages: u64,
+    /// Working-set pages that are zero: never read from disk, so not in the loading set.
+    pub zero_pages: u64,
+    /// Pages in the loading set after merging regions closer than the merge gap.
+    pub loading_set_pages: u64,
+    pub regions: u64,
+    pub groups: u64,
+}
+
+/// Snapshot and restore, for backends that can (SandboxBackend::snapshots). A snapshot
+/// directory belongs to the backend that wrote it; the pool only names it and decides when.
+#[async_trait]
+pub trait Snapshots: Send + Sync {
+    /// Write a snapshot of `sandbox` (started by this backend, idle, with no open connection
+    /// to its proxy) into the empty directory `dir`. The sandbox is gone afterwards.
+    async fn snapshot(
+        &self,
+        sandbox: &Arc<dyn Sandbox>,
+        dir: &Path,
+    ) -> Result<SnapshotInfo, SandboxError>;
+    /// Start a new instance from the snapshot in `dir`, ready (its proxy accepting) when this
+    /// returns. A snapshot that is missing, corrupt or from another runtime build is an error:
+    /// the caller falls back to a normal start.
+    async fn restore(
+        &self,
+        spec: InstanceSpec,
+        dir: &Path,
+        mode: RestoreMode,
+    ) -> Result<Arc<dyn Sandbox>, SandboxError>;
+    /// End the recording of a sandbox restored with [`RestoreMode::Record`] and write the
+    /// loading set into `dir`, next to the snapshot.
+    async fn finish_record(
+        &self,
+        sandbox: &Arc<dyn Sandbox>,
+        dir: &Path,
+    ) -> Result<LoadingSetInfo, SandboxError>;
 }
 
 #[async_trait]
 pub trait SandboxBackend: Send + Sync {
-    /// `crun`, `none`, later `vm`.
+    /// `crun`, `none`, `vm` or `vm-shared`.
     fn name(&self) -> &'static str;
     /// `v1`, `v2` or `none`.
     fn cgroup_version(&self) -> &'static str;
@@ -92,4 +208,8 @@ pub trait SandboxBackend: Send + Sync {
     async fn cleanup_orphans(&self) -> anyhow::Result<usize>;
     /// Remove the backend's own top-level resources at shutdown (after all instances).
     async fn shutdown(&self);
+    /// Snapshot and restore, when this backend supports them here.
+    fn snapshots(&self) -> Option<&dyn Snapshots> {
+        None
+    }
 }

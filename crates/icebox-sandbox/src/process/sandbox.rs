@@ -141,6 +141,10 @@ impl Sandbox for ProcessSandbox {
         &self.id
     }
 
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn client(&self) -> &RuntimeClient {
         &self.client
     }

@@ -118,6 +118,9 @@ impl Sandbox for FakeSandbox {
     fn id(&self) -> &str {
         &self.id
     }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
     fn client(&self) -> &RuntimeClient {
         &self.client
     }

@@ -1,0 +1,6 @@
+//! Process snapshots: CRIU dumps of an instance's process tree after `/init`, restored into
+//! new sandboxes, with FaaSnap's ideas applied to the images (docs/snapshots.md): the pages
+//! the first invocation touches are recorded in access order, in groups of 1024; a loading set
+//! (those pages minus zero pages, regions merged) is laid out in group order in one file, and
+//! a pager serving the restored process's faults over userfaultfd prefetches it concurrently.
+pub mod loadset;
