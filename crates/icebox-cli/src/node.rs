@@ -367,6 +367,9 @@ mod tests {
             offload: Default::default(),
             sharing_mode: "process".into(),
             sharing: None,
+            isolation: "crun".into(),
+            restored: None,
+            restore_stats: None,
         }];
         let reclaimable = reclaimable_table(&list);
         assert!(reclaimable.contains("desiccant"), "{reclaimable}");
@@ -475,6 +478,8 @@ mod tests {
             isolation: "crun".into(),
             cgroup: "v1".into(),
             instances: 1,
+            default_isolation: "process".into(),
+            isolations: vec![],
         };
         let line = health_line(&h, "http://127.0.0.1:8740");
         assert!(
@@ -493,6 +498,8 @@ mod tests {
             isolation: "none".into(),
             cgroup: "none".into(),
             instances: 5,
+            default_isolation: "process".into(),
+            isolations: vec![],
         };
         let line = health_line(&h, "http://127.0.0.1:8740");
         assert!(

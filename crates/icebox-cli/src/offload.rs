@@ -121,6 +121,9 @@ mod tests {
             },
             sharing_mode: "process".into(),
             sharing: None,
+            isolation: "crun".into(),
+            restored: None,
+            restore_stats: None,
         }
     }
 

@@ -17,11 +17,32 @@ pub struct Health {
     pub reason: Option<String>,
     pub version: String,
     pub uptime_s: u64,
-    /// `crun` (namespaces + cgroups), or `none` when running unprivileged.
+    /// The process backend: `crun` (namespaces + cgroups), or `none` when running
+    /// unprivileged.
     pub isolation: String,
     /// `v1`, `v2` or `none`.
     pub cgroup: String,
     pub instances: usize,
+    /// The isolation an action gets unless its `icebox.isolation` annotation says otherwise:
+    /// process, vm or vm-shared.
+    #[serde(default)]
+    pub default_isolation: String,
+    /// Every isolation and its backend here, or why this node has none.
+    #[serde(default)]
+    pub isolations: Vec<IsolationView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IsolationView {
+    /// process, vm or vm-shared.
+    pub isolation: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    /// Whether this backend takes and restores snapshots here.
+    #[serde(default)]
+    pub snapshots: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -58,6 +79,57 @@ pub struct InstanceView {
     /// in process mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sharing: Option<serde_json::Value>,
+    /// The sandbox backend it runs in: crun, none, vm or vm-shared.
+    #[serde(default)]
+    pub isolation: String,
+    /// How its memory came from a snapshot, when it was restored from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored: Option<crate::RestoreMode>,
+    /// The restore's account: pages served on fault, prefetched, zero-filled, bytes read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_stats: Option<serde_json::Value>,
+}
+
+/// One action's snapshot (GET /icebox/v1/snapshots, docs/snapshots.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotView {
+    /// `namespace/name`.
+    pub action: String,
+    pub version: String,
+    /// process, vm.
+    pub isolation: String,
+    /// building, ready or failed.
+    pub state: String,
+    /// Why it failed (state failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When it was taken, ms since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<crate::SnapshotInfo>,
+    /// FaaSnap's loading set, once the first invocation of a restored instance was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loading_set: Option<crate::LoadingSetInfo>,
+    /// The instance whose first activation is being recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<String>,
+    /// Instances restored from it.
+    pub restores: u64,
+    /// Restores that failed (the instance then started normally).
+    pub fallbacks: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restore: Option<RestoreView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestoreView {
+    pub instance: String,
+    pub mode: crate::RestoreMode,
+    /// From the restore's start until the proxy accepted and was reseeded.
+    pub ms: u64,
+    /// Wall clock, ms since the Unix epoch.
+    pub at_ms: u64,
 }
 
 /// What one reclaim of an instance did (POST /icebox/v1/instances/{id}/reclaim).

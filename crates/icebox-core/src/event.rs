@@ -26,6 +26,16 @@ pub enum EventKind {
     /// Offloaded pages came back (the instance touched them); detail: bytes.
     Refaulted,
     Evicted,
+    /// A template instance was snapshotted (and is gone); detail: bytes and time.
+    Snapshotted,
+    /// The instance was restored from a snapshot instead of started; detail: restore mode,
+    /// time and the pager's account.
+    Restored,
+    /// A restore failed: the instance starts normally instead; detail: why.
+    RestoreFailed,
+    /// The first invocation of a restored instance was recorded and the snapshot's loading
+    /// set written (FaaSnap); detail: pages and regions.
+    Recorded,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

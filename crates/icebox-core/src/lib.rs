@@ -8,6 +8,7 @@ pub mod instance;
 pub mod memory;
 pub mod offload;
 pub mod proc_text;
+pub mod snapshot;
 pub mod time;
 
 pub use action::{ActionLimits, ActionSpec, Exec, KeyValue, LimitError};
@@ -16,4 +17,5 @@ pub use event::{EventKind, LifecycleEvent};
 pub use instance::{InstanceId, InstanceState};
 pub use memory::{ChargeMode, MemoryStats};
 pub use offload::{OffloadView, PoolView, SegmentView};
+pub use snapshot::{LoadingSetInfo, RestoreMode, SnapshotInfo};
 pub use time::now_ms;

@@ -11,9 +11,7 @@ pub mod process;
 mod sandbox;
 
 pub use client::{RuntimeClient, RuntimeError, RuntimeReply};
+pub use icebox_core::{LoadingSetInfo, RestoreMode, SnapshotInfo};
 pub use logs::{LogCollector, SENTINEL};
 pub use manifest::{RuntimeManifest, Runtimes};
-pub use sandbox::{
-    ExitCause, InstanceSpec, LoadingSetInfo, RestoreMode, Sandbox, SandboxBackend, SandboxError,
-    SnapshotInfo, Snapshots,
-};
+pub use sandbox::{ExitCause, InstanceSpec, Sandbox, SandboxBackend, SandboxError, Snapshots};

@@ -1,7 +1,8 @@
 //! Daemon flags; every flag has an ICEBOX_* environment equivalent.
 
+use crate::pool::backends::Isolation;
 use clap::Parser;
-use icebox_core::ChargeMode;
+use icebox_core::{ChargeMode, RestoreMode};
 use icebox_sandbox::process::IsolationMode;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -63,9 +64,24 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_RUNTIMES_DIR")]
     pub runtimes_dir: Option<PathBuf>,
 
-    /// Sandbox isolation: crun (namespaces + cgroups, needs root), none (plain processes), auto.
+    /// Sandbox isolation of actions that do not choose one (annotation `icebox.isolation`):
+    /// auto (crun when root, else none), crun (namespaces + cgroups, needs root), none (plain
+    /// processes), vm (one microVM per instance) or vm-shared (Squeezy's N:1 VMs). Process
+    /// isolation stays available to actions that ask for it.
     #[arg(long, env = "ICEBOX_ISOLATION", default_value = "auto")]
-    pub isolation: IsolationMode,
+    pub isolation: NodeIsolation,
+
+    /// Snapshots: on (actions with the `icebox.snapshot` annotation are snapshotted after
+    /// /init and restored from it) or off (never).
+    #[arg(long, env = "ICEBOX_SNAPSHOTS", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub snapshots: bool,
+
+    /// How an instance restored from a snapshot gets its memory: faasnap (the recorded loading
+    /// set prefetched while it runs), reap (the recorded working set loaded before it runs),
+    /// lazy (on demand only) or eager (everything before it runs). An action's
+    /// `icebox.snapshot_restore` annotation overrides it.
+    #[arg(long, env = "ICEBOX_SNAPSHOT_RESTORE", default_value = "faasnap", value_parser = parse_restore_mode)]
+    pub snapshot_restore: RestoreMode,
 
     /// Process limit per instance (stops fork bombs).
     #[arg(long, env = "ICEBOX_PIDS_MAX", default_value_t = 256)]
@@ -193,6 +209,69 @@ pub struct Config {
 
 pub type PrewarmSpec = Vec<(String, usize)>;
 
+/// `--isolation`: the process backend's mode and the node's default isolation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeIsolation {
+    Process(IsolationMode),
+    Vm,
+    VmShared,
+}
+
+impl NodeIsolation {
+    /// How the process backend runs (always present: actions may ask for process isolation).
+    pub fn process_mode(self) -> IsolationMode {
+        match self {
+            NodeIsolation::Process(mode) => mode,
+            NodeIsolation::Vm | NodeIsolation::VmShared => IsolationMode::Auto,
+        }
+    }
+
+    pub fn default_isolation(self) -> Isolation {
+        match self {
+            NodeIsolation::Process(_) => Isolation::Process,
+            NodeIsolation::Vm => Isolation::Vm,
+            NodeIsolation::VmShared => Isolation::VmShared,
+        }
+    }
+}
+
+impl std::str::FromStr for NodeIsolation {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "vm" => Ok(NodeIsolation::Vm),
+            "vm-shared" => Ok(NodeIsolation::VmShared),
+            other => other
+                .parse::<IsolationMode>()
+                .map(NodeIsolation::Process)
+                .map_err(|_| {
+                    format!(
+                        "unknown isolation '{other}' (expected auto, crun, none, vm or vm-shared)"
+                    )
+                }),
+        }
+    }
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        other => Err(format!("'{other}': expected on or off")),
+    }
+}
+
+fn parse_restore_mode(s: &str) -> Result<RestoreMode, String> {
+    match s.parse::<RestoreMode>()? {
+        RestoreMode::Record => Err(
+            "record is not a restore mode to choose: icebox records the first restore of every \
+             snapshot by itself"
+                .into(),
+        ),
+        mode => Ok(mode),
+    }
+}
+
 /// `python:3=1,nodejs:20=2` → [(kind, count)]; `none` or empty → nothing.
 fn parse_prewarm_flag(s: &str) -> Result<PrewarmSpec, String> {
     let s = s.trim();
@@ -311,6 +390,34 @@ mod tests {
             icebox_policy::LibraryPageout::KeepCached
         );
         assert!(Config::try_parse_from(["iceboxd", "--library-pageout", "sometimes"]).is_err());
+    }
+
+    #[test]
+    fn isolation_values() {
+        let c = Config::parse_from(["iceboxd", "--isolation", "vm"]);
+        assert_eq!(c.isolation, NodeIsolation::Vm);
+        assert_eq!(c.isolation.process_mode(), IsolationMode::Auto);
+        let c = Config::parse_from(["iceboxd", "--isolation", "none"]);
+        assert_eq!(c.isolation.process_mode(), IsolationMode::None);
+        assert_eq!(c.isolation.default_isolation(), Isolation::Process);
+        assert!(Config::try_parse_from(["iceboxd", "--isolation", "kvm"]).is_err());
+    }
+
+    #[test]
+    fn snapshot_flags() {
+        let c = Config::parse_from(["iceboxd"]);
+        assert!(c.snapshots);
+        assert_eq!(c.snapshot_restore, RestoreMode::Faasnap);
+        let c = Config::parse_from([
+            "iceboxd",
+            "--snapshots",
+            "off",
+            "--snapshot-restore",
+            "reap",
+        ]);
+        assert!(!c.snapshots);
+        assert_eq!(c.snapshot_restore, RestoreMode::Reap);
+        assert!(Config::try_parse_from(["iceboxd", "--snapshot-restore", "record"]).is_err());
     }
 
     #[test]

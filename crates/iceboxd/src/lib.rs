@@ -15,6 +15,7 @@ pub(crate) mod recorder;
 pub(crate) mod registry;
 pub(crate) mod serve;
 pub mod server;
+pub(crate) mod snapshot_metrics;
 pub(crate) mod state;
 
 pub(crate) use icebox_core::now_ms;

@@ -75,6 +75,7 @@ pub struct Metrics {
     pub reclaim_cpu_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
     pub recorder: crate::recorder::RecorderMetrics,
     pub offload: crate::offload_metrics::OffloadMetrics,
+    pub snapshots: crate::snapshot_metrics::SnapshotMetrics,
 }
 
 impl Metrics {
@@ -188,7 +189,9 @@ impl Metrics {
             recorder.write_failures.clone(),
         );
         let offload = crate::offload_metrics::OffloadMetrics::register(&mut registry);
+        let snapshots = crate::snapshot_metrics::SnapshotMetrics::register(&mut registry);
         Metrics {
+            snapshots,
             registry,
             recorder,
             offload,

@@ -51,7 +51,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let backend = Arc::new(ProcessBackend::new(
         &state_dir,
         &state_tag(&state_dir),
-        cfg.isolation,
+        cfg.isolation.process_mode(),
     )?);
     if !backend.isolated() {
         tracing::warn!(
@@ -94,8 +94,14 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         Some(_) => String::new(),
         None => format!("http://{}", cfg.listen),
     };
-    let pool = Pool::new(
+    let backends = crate::pool::backends::Backends::new(
+        cfg.isolation.default_isolation(),
         backend.clone() as Arc<dyn SandboxBackend>,
+        crate::pool::backends::Slot::Unavailable("not built into this node yet".into()),
+        crate::pool::backends::Slot::Unavailable("not built into this node yet".into()),
+    );
+    let pool = Pool::new(
+        backends,
         runtimes,
         policy,
         Arc::new(MonotonicClock::new()),
@@ -120,6 +126,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             library_pageout: cfg.library_pageout,
             offload: offload_cfg,
             offload_pool: Arc::new(offload_pool),
+            snapshots: crate::pool::snapshots::SnapshotConfig {
+                enabled: cfg.snapshots,
+                restore: cfg.snapshot_restore,
+                state_dir: state_dir.clone(),
+            },
         },
         events.clone(),
         metrics.clone(),
@@ -155,6 +166,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
     pool.refill_prewarm();
+    let known: Vec<_> = state.actions.read().unwrap().values().cloned().collect();
+    pool.take_over_snapshots(&known);
     let manager = tokio::spawn(pool.clone().run_manager(stop_rx.clone()));
     let pruner = tokio::spawn(prune_loop(
         registry,

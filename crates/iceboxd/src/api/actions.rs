@@ -202,6 +202,12 @@ pub async fn put(
         .unwrap_or_default();
     crate::pool::sharing::validate(&spec.annotations, &language, spec.limits.memory)
         .map_err(ApiError::bad_request)?;
+    state
+        .pool
+        .backends()
+        .validate(&spec.annotations)
+        .map_err(ApiError::bad_request)?;
+    crate::pool::snapshots::validate(&spec.annotations).map_err(ApiError::bad_request)?;
     let registry = state.registry.clone();
     let stored =
         tokio::task::spawn_blocking(move || registry.put_action(spec, overwrite)).await??;
@@ -209,6 +215,7 @@ pub async fn put(
     let stored = state.cache_action(stored);
     // Instances of the previous version must not serve the new one.
     state.pool.retire_action(&fqn).await;
+    state.pool.build_snapshot_if_missing(&stored);
     Ok(Json(action_json(&stored, true)).into_response())
 }
 

@@ -8,6 +8,7 @@ mod error;
 mod gate;
 mod node;
 mod query;
+mod snapshots;
 
 pub use error::ApiError;
 pub use gate::BodyLimits;
@@ -61,7 +62,12 @@ pub fn router(state: AppState) -> Router {
             axum::routing::post(node::reclaim),
         )
         .route("/memory", get(node::memory))
-        .route("/events", get(node::events));
+        .route("/events", get(node::events))
+        .route("/snapshots", get(snapshots::list))
+        .route(
+            "/snapshots/{namespace}/{name}",
+            axum::routing::post(snapshots::build).delete(snapshots::delete),
+        );
     // Layers run bottom-up: errors are made JSON last, the key is checked before the body is
     // read, and only then is the body read.
     Router::new()

@@ -9,14 +9,15 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use axum::Json;
 use futures::stream::{self, Stream, StreamExt};
-use icebox_core::api::{Health, InstanceView, MemoryView};
+use icebox_core::api::{Health, InstanceView, IsolationView, MemoryView};
 use serde::Deserialize;
 use std::convert::Infallible;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 
 pub async fn health(State(state): State<AppState>) -> Json<Health> {
-    let backend = state.pool.backend();
+    let backends = state.pool.backends();
+    let backend = backends.process();
     let reason = state.recorder.degraded().or_else(|| {
         state
             .pool
@@ -31,6 +32,19 @@ pub async fn health(State(state): State<AppState>) -> Json<Health> {
         isolation: backend.name().into(),
         cgroup: backend.cgroup_version().into(),
         instances: state.pool.instance_count(),
+        default_isolation: backends.default.as_str().into(),
+        isolations: backends
+            .describe()
+            .into_iter()
+            .map(|(isolation, backend)| IsolationView {
+                isolation: isolation.as_str().into(),
+                snapshots: backends
+                    .get(isolation)
+                    .is_ok_and(|b| b.snapshots().is_some()),
+                backend: backend.as_ref().ok().map(|b| b.to_string()),
+                unavailable: backend.err(),
+            })
+            .collect(),
     })
 }
 

@@ -2,8 +2,9 @@
 //! then the instance joins the pool already leased to the activation that started it.
 
 use super::admission::StartReservation;
+use super::backends::Isolation;
 use super::env::wants_network;
-use super::instance::{Instance, Measured, Slot};
+use super::instance::{Instance, Measured, Restore, Slot};
 use super::offload::{Barrier, OffloadBook};
 use super::sharing;
 use super::{AcquireError, EvictReason, InitError, Lease, Pool, StartError};
@@ -11,6 +12,7 @@ use crate::metrics::KindLabel;
 use icebox_core::{ActionSpec, EventKind, InstanceState};
 use icebox_sandbox::{InstanceSpec, Sandbox};
 use serde_json::json;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,34 +60,35 @@ impl Pool {
     ) -> Result<(Arc<Instance>, u64), AcquireError> {
         let t0 = Instant::now();
         let fqn = action.fqn();
-        let runtime = self
-            .runtimes
-            .resolve(&action.exec.kind)
-            .ok_or_else(|| StartError::NotInstalled(action.exec.kind.clone()))?
+        let isolation = self.backends.isolation_of(action);
+        let backend = self
+            .backends
+            .get(isolation)
+            .map_err(StartError::Isolation)?
             .clone();
-        let stem_cell = self.take_stem_cell(action).await;
+        let spec = self.instance_spec(action, new_instance_id(&action.name))?;
+        if let Some((sandbox, restore)) = self.restore_from_snapshot(action, isolation, &spec).await
+        {
+            return Ok(self
+                .restored_instance(action, sandbox, isolation, restore, t0)
+                .await);
+        }
+        self.build_snapshot_if_missing(action);
+
+        let stem_cell = match isolation {
+            Isolation::Process => self.take_stem_cell(action).await,
+            Isolation::Vm | Isolation::VmShared => None,
+        };
         let id = stem_cell
             .as_ref()
             .map(|s| s.id().to_string())
-            .unwrap_or_else(|| new_instance_id(&action.name));
-        let mode = self.mode_of(action);
-        let spec = InstanceSpec {
-            id: id.clone(),
-            action: fqn.clone(),
-            runtime,
-            memory_limit_bytes: action.limits.memory_bytes(),
-            pids_max: self.cfg.pids_max,
-            tmp_bytes: self.cfg.tmp_bytes,
-            concurrency: sharing::capacity_of(action),
-            network: wants_network(action),
-            env: [self.instance_env(mode), sharing::sharing_env(action)].concat(),
-        };
+            .unwrap_or(spec.id.clone());
         let prewarmed = stem_cell.is_some();
         let sandbox = match stem_cell {
             Some(sandbox) => sandbox,
             None => {
                 self.events.emit(&id, &fqn, EventKind::Created, None, None);
-                self.backend.start(spec).await.map_err(|source| {
+                backend.start(spec).await.map_err(|source| {
                     self.events.emit(
                         &id,
                         &fqn,
@@ -101,20 +104,7 @@ impl Pool {
             }
         };
         let unjoined = Unjoined(Some(sandbox.clone()));
-        let instance = Arc::new(Instance {
-            id: id.clone(),
-            action: action.clone(),
-            fqn: fqn.clone(),
-            sandbox,
-            created: t0,
-            mode,
-            frozen: tokio::sync::Mutex::new(false),
-            measured: Mutex::new(Measured::default()),
-            offload: OffloadBook::new(self.offload.mode_of(action)),
-            offload_pool: self.offload.pool.clone(),
-            sharing: sharing::sharing_of(action),
-            sharing_stats: Default::default(),
-        });
+        let instance = self.new_instance(action, sandbox, isolation, None, t0);
         self.offload_barrier(&instance, Barrier::Runtime).await;
         let ready_memory = instance.measure();
         let origin = prewarmed.then(|| "prewarmed".to_string());
@@ -127,7 +117,7 @@ impl Pool {
         );
 
         let t_init = Instant::now();
-        let init = self.init(&instance).await;
+        let init = self.init_sandbox(action, &instance.sandbox).await;
         let init_ms = t_init.elapsed().as_millis() as u64;
         match init {
             Ok(()) => {
@@ -140,12 +130,7 @@ impl Pool {
                     Some(memory),
                     Some(format!("{init_ms} ms")),
                 );
-                self.metrics
-                    .cold_start_seconds
-                    .get_or_create(&KindLabel {
-                        kind: action.exec.kind.clone(),
-                    })
-                    .observe(t0.elapsed().as_secs_f64());
+                self.observe_cold_start(action, t0);
                 unjoined.disarm();
                 Ok((instance, init_ms))
             }
@@ -171,9 +156,104 @@ impl Pool {
         }
     }
 
+    /// A restored instance has nothing left to initialise: both of FaaSMem's barriers pass
+    /// at once. Its "init time" is the restore's.
+    async fn restored_instance(
+        self: &Arc<Self>,
+        action: &Arc<ActionSpec>,
+        sandbox: Arc<dyn Sandbox>,
+        isolation: Isolation,
+        restore: Restore,
+        t0: Instant,
+    ) -> (Arc<Instance>, u64) {
+        let ms = restore.ms;
+        let recording = restore.mode == icebox_core::RestoreMode::Record;
+        let instance = self.new_instance(action, sandbox, isolation, Some(restore), t0);
+        instance.recording.store(recording, Ordering::SeqCst);
+        self.offload_barrier(&instance, Barrier::Runtime).await;
+        self.offload_barrier(&instance, Barrier::Init).await;
+        let memory = instance.measure();
+        self.events.emit(
+            &instance.id,
+            &instance.fqn,
+            EventKind::InitDone,
+            Some(memory),
+            Some("from snapshot".into()),
+        );
+        self.observe_cold_start(action, t0);
+        (instance, ms)
+    }
+
+    fn observe_cold_start(&self, action: &ActionSpec, t0: Instant) {
+        self.metrics
+            .cold_start_seconds
+            .get_or_create(&KindLabel {
+                kind: action.exec.kind.clone(),
+            })
+            .observe(t0.elapsed().as_secs_f64());
+    }
+
+    /// What the backend needs to start (or restore) an instance of the action.
+    pub(super) fn instance_spec(
+        &self,
+        action: &ActionSpec,
+        id: String,
+    ) -> Result<InstanceSpec, StartError> {
+        let runtime = self
+            .runtimes
+            .resolve(&action.exec.kind)
+            .ok_or_else(|| StartError::NotInstalled(action.exec.kind.clone()))?
+            .clone();
+        Ok(InstanceSpec {
+            id,
+            action: action.fqn(),
+            runtime,
+            memory_limit_bytes: action.limits.memory_bytes(),
+            pids_max: self.cfg.pids_max,
+            tmp_bytes: self.cfg.tmp_bytes,
+            concurrency: sharing::capacity_of(action),
+            network: wants_network(action),
+            env: [
+                self.instance_env(self.mode_of(action)),
+                sharing::sharing_env(action),
+            ]
+            .concat(),
+        })
+    }
+
+    fn new_instance(
+        &self,
+        action: &Arc<ActionSpec>,
+        sandbox: Arc<dyn Sandbox>,
+        isolation: Isolation,
+        restore: Option<Restore>,
+        created: Instant,
+    ) -> Arc<Instance> {
+        Arc::new(Instance {
+            id: sandbox.id().to_string(),
+            action: action.clone(),
+            fqn: action.fqn(),
+            sandbox,
+            created,
+            mode: self.mode_of(action),
+            frozen: tokio::sync::Mutex::new(false),
+            measured: Mutex::new(Measured::default()),
+            offload: OffloadBook::new(self.offload.mode_of(action)),
+            offload_pool: self.offload.pool.clone(),
+            sharing: sharing::sharing_of(action),
+            sharing_stats: Default::default(),
+            isolation,
+            restore,
+            recording: AtomicBool::new(false),
+        })
+    }
+
     /// POST /init with the action's code.
-    async fn init(&self, instance: &Instance) -> Result<(), InitError> {
-        let action = &instance.action;
+    pub(super) async fn init_sandbox(
+        &self,
+        action: &ActionSpec,
+        sandbox: &Arc<dyn Sandbox>,
+    ) -> Result<(), InitError> {
         let body = json!({"value": {
             "name": action.name,
             "main": action.exec.main.clone().unwrap_or_else(|| "main".to_string()),
@@ -182,7 +262,6 @@ impl Pool {
             "env": {},
         }});
         let timeout = Duration::from_millis(action.limits.timeout);
-        let sandbox = &instance.sandbox;
         let marks = sandbox.logs().marks();
         let reply = tokio::select! {
             r = tokio::time::timeout(timeout, sandbox.client().post_json("/init", &body)) => r,
@@ -230,7 +309,7 @@ impl Drop for Unjoined {
 }
 
 /// Short, readable and unique: the action name (trimmed) plus random hex.
-fn new_instance_id(action_name: &str) -> String {
+pub(super) fn new_instance_id(action_name: &str) -> String {
     let base: String = action_name
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')

@@ -32,6 +32,9 @@ pub enum AcquireError {
 pub enum StartError {
     #[error("runtime kind {0} is not installed on this node")]
     NotInstalled(String),
+    /// The action's isolation has no backend here (e.g. `vm` without the guest image).
+    #[error("{0}")]
+    Isolation(String),
     #[error("cannot start the {kind} runtime: {source}")]
     Sandbox {
         kind: String,

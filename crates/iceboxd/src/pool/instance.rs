@@ -1,8 +1,10 @@
 //! One instance as the pool sees it: the sandbox plus the bookkeeping the policies need.
 
-use icebox_core::{ActionSpec, InstanceState, MemoryStats};
+use icebox_core::{ActionSpec, InstanceState, MemoryStats, RestoreMode};
 use icebox_policy::Millis;
 use icebox_sandbox::Sandbox;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -28,6 +30,23 @@ pub struct Instance {
     pub sharing: icebox_policy::SharingMode,
     /// The runtime's last account of its isolates or contexts (`sharing` of /icebox/stats).
     pub sharing_stats: super::sharing::SharingStats,
+    /// The backend it runs in.
+    pub isolation: super::backends::Isolation,
+    /// Set when it was restored from a snapshot rather than started.
+    pub restore: Option<Restore>,
+    /// Its first activation is being recorded for the snapshot's loading set (FaaSnap).
+    pub recording: AtomicBool,
+}
+
+/// How an instance came from its action's snapshot.
+#[derive(Debug, Clone)]
+pub struct Restore {
+    pub mode: RestoreMode,
+    /// The snapshot's image directory (where the loading set is written after recording).
+    pub image_dir: PathBuf,
+    /// The action version the snapshot is of.
+    pub version: String,
+    pub ms: u64,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -13,6 +13,7 @@
 //! control requests) and never while one is held.
 
 mod admission;
+pub mod backends;
 mod cold;
 mod control;
 mod desiccant;
@@ -25,10 +26,13 @@ mod prewarm;
 mod reclaim;
 pub mod sharing;
 mod slots;
+pub mod snapshots;
 mod view;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_snapshots;
 
 pub use admission::Ticket;
 pub use control::ControlError;
@@ -43,7 +47,6 @@ use admission::Queue;
 use desiccant::ReclaimBooks;
 use icebox_core::{ChargeMode, EventKind};
 use icebox_policy::{Clock, EvictionReason, KeepAlivePolicy};
-use icebox_sandbox::SandboxBackend;
 use instance::Slot;
 use prewarm::StemCells;
 use slots::Slots;
@@ -69,6 +72,7 @@ pub struct PoolConfig {
     pub offload: OffloadConfig,
     /// The offload pool, opened (its device exists from here on).
     pub offload_pool: Arc<PoolState>,
+    pub snapshots: snapshots::SnapshotConfig,
 }
 
 /// An instance handed to one activation. Give it back with [`Lease::release`]; a lease
@@ -119,7 +123,7 @@ impl EvictReason {
 }
 
 pub struct Pool {
-    backend: Arc<dyn SandboxBackend>,
+    backends: backends::Backends,
     runtimes: icebox_sandbox::Runtimes,
     policy: KeepAlivePolicy,
     clock: Arc<dyn Clock>,
@@ -129,6 +133,7 @@ pub struct Pool {
     stem_cells: StemCells,
     reclaim_books: ReclaimBooks,
     offload: offload::Offload,
+    snapshots: snapshots::SnapshotBooks,
     /// Wakes the manager loop (an instance went idle, the pool changed).
     manager_wake: Notify,
     events: Arc<EventBus>,
@@ -155,6 +160,7 @@ impl Lease {
             None => {
                 pool.offload_after_request(&self.instance);
                 pool.refresh_sharing_stats(&self.instance);
+                pool.finish_recording(&self.instance);
             }
         }
     }
@@ -178,7 +184,7 @@ impl Drop for Lease {
 
 impl Pool {
     pub fn new(
-        backend: Arc<dyn SandboxBackend>,
+        backends: backends::Backends,
         runtimes: icebox_sandbox::Runtimes,
         policy: KeepAlivePolicy,
         clock: Arc<dyn Clock>,
@@ -188,7 +194,7 @@ impl Pool {
     ) -> Arc<Pool> {
         metrics.pool_budget.set(policy.config().budget_bytes as i64);
         Arc::new(Pool {
-            backend,
+            backends,
             runtimes,
             policy,
             clock,
@@ -197,6 +203,7 @@ impl Pool {
             stem_cells: StemCells::default(),
             reclaim_books: ReclaimBooks::new(&cfg.desiccant),
             offload: offload::Offload::new(cfg.offload.clone(), cfg.offload_pool.clone()),
+            snapshots: snapshots::SnapshotBooks::new(cfg.snapshots.clone()),
             cfg,
             manager_wake: Notify::new(),
             events,
@@ -204,8 +211,8 @@ impl Pool {
         })
     }
 
-    pub fn backend(&self) -> &Arc<dyn SandboxBackend> {
-        &self.backend
+    pub fn backends(&self) -> &backends::Backends {
+        &self.backends
     }
 
     pub fn runtimes(&self) -> &icebox_sandbox::Runtimes {
@@ -286,6 +293,7 @@ impl Pool {
         self.queue.wake_all();
         self.manager_wake.notify_one();
         let memory = instance.measured_memory();
+        self.abandon_recording(&instance);
         instance.sandbox.destroy().await;
         self.metrics
             .evictions
@@ -305,6 +313,7 @@ impl Pool {
 
     /// The action changed or was deleted: idle instances go now, busy ones when they finish.
     pub async fn retire_action(&self, fqn: &str) {
+        self.snapshots.forget(fqn);
         for id in self.slots.retire(fqn) {
             self.evict(&id, EvictReason::Stale).await;
         }
@@ -331,7 +340,7 @@ impl Pool {
             }
         }
         futures::future::join_all(ids.iter().map(|id| self.evict(id, EvictReason::Shutdown))).await;
-        self.backend.shutdown().await;
+        futures::future::join_all(self.backends.all().into_iter().map(|b| b.shutdown())).await;
         // After the instances: swapoff then has (almost) nothing to bring back.
         self.offload.pool.close();
     }

@@ -87,7 +87,7 @@ impl StemCells {
         c.ready.drain().flat_map(|(_, v)| v).collect()
     }
 
-    pub fn views(&self, mode: ReclaimMode) -> Vec<InstanceView> {
+    pub fn views(&self, mode: ReclaimMode, backend_name: &str) -> Vec<InstanceView> {
         let c = self.state.lock().unwrap();
         c.ready
             .values()
@@ -116,6 +116,9 @@ impl StemCells {
                 },
                 sharing_mode: "process".into(),
                 sharing: None,
+                isolation: backend_name.to_string(),
+                restored: None,
+                restore_stats: None,
             })
             .collect()
     }
@@ -158,7 +161,7 @@ impl Pool {
         let created = Instant::now();
         self.events
             .emit(&id, &label, EventKind::Created, None, None);
-        let sandbox = match self.backend.start(spec).await {
+        let sandbox = match self.backends.process().start(spec).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(kind, "cannot prewarm a runtime: {e}");

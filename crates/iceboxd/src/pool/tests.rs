@@ -10,7 +10,7 @@ use icebox_core::{ActionLimits, ActionSpec, Exec, InstanceState, MemoryStats};
 use icebox_policy::{KeepAliveConfig, LibraryPageout, ManualClock, OffloadMode, ReclaimMode};
 use icebox_sandbox::{
     ExitCause, InstanceSpec, LogCollector, RuntimeClient, RuntimeManifest, Runtimes, Sandbox,
-    SandboxError,
+    SandboxBackend, SandboxError,
 };
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -19,19 +19,25 @@ use tokio::sync::Semaphore;
 const MIB: u64 = 1 << 20;
 
 #[derive(Default)]
-struct Counters {
+pub(super) struct Counters {
     started: AtomicUsize,
     live: AtomicUsize,
-    inits: AtomicUsize,
+    pub(super) inits: AtomicUsize,
+    /// Restores by mode, in order.
+    pub(super) restores: std::sync::Mutex<Vec<icebox_core::RestoreMode>>,
+    pub(super) snapshots: AtomicUsize,
+    pub(super) recorded: AtomicUsize,
 }
 
-struct FakeBackend {
-    dir: tempfile::TempDir,
-    counters: Arc<Counters>,
+pub(super) struct FakeBackend {
+    pub(super) dir: tempfile::TempDir,
+    pub(super) counters: Arc<Counters>,
     /// When set, every /init waits for a permit.
     init_gate: Option<Arc<Semaphore>>,
     /// /init answers an error.
-    bad_code: AtomicBool,
+    pub(super) bad_code: AtomicBool,
+    /// Offers snapshots (tests_snapshots.rs).
+    snapshots: bool,
 }
 
 struct FakeSandbox {
@@ -91,6 +97,7 @@ impl SandboxBackend for FakeBackend {
         let app = Router::new()
             .route("/init", post(fake_init))
             .route("/run", post(fake_run))
+            .route("/icebox/restored", post(fake_run))
             .with_state(state);
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -111,6 +118,10 @@ impl SandboxBackend for FakeBackend {
         Ok(0)
     }
     async fn shutdown(&self) {}
+    fn snapshots(&self) -> Option<&dyn icebox_sandbox::Snapshots> {
+        self.snapshots
+            .then_some(self as &dyn icebox_sandbox::Snapshots)
+    }
 }
 
 #[async_trait]
@@ -160,12 +171,13 @@ impl Sandbox for FakeSandbox {
     }
 }
 
-struct Setup {
-    max_instances: usize,
-    budget: u64,
-    queue_size: usize,
-    prewarm: Vec<(String, usize)>,
-    init_gate: Option<Arc<Semaphore>>,
+pub(super) struct Setup {
+    pub(super) max_instances: usize,
+    pub(super) budget: u64,
+    pub(super) queue_size: usize,
+    pub(super) prewarm: Vec<(String, usize)>,
+    pub(super) init_gate: Option<Arc<Semaphore>>,
+    pub(super) snapshots: bool,
 }
 
 impl Default for Setup {
@@ -176,23 +188,25 @@ impl Default for Setup {
             queue_size: 4,
             prewarm: Vec::new(),
             init_gate: None,
+            snapshots: false,
         }
     }
 }
 
-struct Harness {
-    pool: Arc<Pool>,
-    backend: Arc<FakeBackend>,
+pub(super) struct Harness {
+    pub(super) pool: Arc<Pool>,
+    pub(super) backend: Arc<FakeBackend>,
     clock: Arc<ManualClock>,
 }
 
 impl Harness {
-    fn new(setup: Setup) -> Harness {
+    pub(super) fn new(setup: Setup) -> Harness {
         let backend = Arc::new(FakeBackend {
             dir: tempfile::tempdir().unwrap(),
             counters: Arc::default(),
             init_gate: setup.init_gate,
             bad_code: AtomicBool::new(false),
+            snapshots: setup.snapshots,
         });
         let mut runtimes = Runtimes::default();
         runtimes.insert(RuntimeManifest {
@@ -210,7 +224,7 @@ impl Harness {
             max_instances: setup.max_instances,
         });
         let pool = Pool::new(
-            backend.clone(),
+            super::backends::Backends::process_only(backend.clone()),
             runtimes,
             policy,
             clock.clone(),
@@ -233,6 +247,11 @@ impl Harness {
                     group_pages: 16,
                 },
                 offload_pool: Arc::new(PoolState::none()),
+                snapshots: super::snapshots::SnapshotConfig {
+                    enabled: true,
+                    restore: icebox_core::RestoreMode::Faasnap,
+                    state_dir: backend.dir.path().to_path_buf(),
+                },
             },
             Arc::new(EventBus::new()),
             Arc::new(Metrics::new()),
@@ -244,15 +263,15 @@ impl Harness {
         }
     }
 
-    fn live(&self) -> usize {
+    pub(super) fn live(&self) -> usize {
         self.backend.counters.live.load(Ordering::SeqCst)
     }
 
-    fn started(&self) -> usize {
+    pub(super) fn started(&self) -> usize {
         self.backend.counters.started.load(Ordering::SeqCst)
     }
 
-    async fn lease(&self, action: &Arc<ActionSpec>) -> Lease {
+    pub(super) async fn lease(&self, action: &Arc<ActionSpec>) -> Lease {
         self.pool
             .admit(action)
             .expect("admitted")
@@ -262,7 +281,7 @@ impl Harness {
     }
 }
 
-fn action(name: &str, version: &str) -> Arc<ActionSpec> {
+pub(super) fn action(name: &str, version: &str) -> Arc<ActionSpec> {
     Arc::new(ActionSpec {
         namespace: "guest".into(),
         name: name.into(),
@@ -291,7 +310,7 @@ fn prewarmed(pool: &Pool) -> usize {
 }
 
 /// Background work (a destroy spawned from a drop) finishes: wait for it, boundedly.
-async fn eventually(what: &str, cond: impl Fn() -> bool) {
+pub(super) async fn eventually(what: &str, cond: impl Fn() -> bool) {
     for _ in 0..5_000 {
         if cond() {
             return;

@@ -38,7 +38,20 @@ impl Pool {
                 .view(measured.local, measured.memory.swap),
             sharing_mode: s.instance.sharing.as_str().to_string(),
             sharing: s.instance.sharing_stats.last(),
+            isolation: self
+                .backends
+                .get(s.instance.isolation)
+                .map(|b| b.name())
+                .unwrap_or(s.instance.isolation.as_str())
+                .to_string(),
+            restored: s.instance.restore.as_ref().map(|r| r.mode),
+            restore_stats: s.instance.sandbox.restore_stats(),
         }
+    }
+
+    /// Every action's snapshot, by action.
+    pub fn snapshot_views(&self) -> Vec<icebox_core::api::SnapshotView> {
+        self.snapshots.views()
     }
 
     /// Oldest first.
@@ -50,7 +63,10 @@ impl Pool {
             .iter()
             .map(|s| self.view_of(s, now))
             .collect();
-        views.extend(self.stem_cells.views(self.cfg.reclaim_mode));
+        views.extend(
+            self.stem_cells
+                .views(self.cfg.reclaim_mode, self.backends.process().name()),
+        );
         views.sort_by(|a, b| b.age_ms.cmp(&a.age_ms).then(a.id.cmp(&b.id)));
         views
     }
@@ -105,7 +121,10 @@ impl Pool {
                 charged += self.slots.charge_of(slot);
             }
         }
-        for cell in self.stem_cells.views(self.cfg.reclaim_mode) {
+        for cell in self
+            .stem_cells
+            .views(self.cfg.reclaim_mode, self.backends.process().name())
+        {
             let entry = by_state
                 .entry(cell.state.as_str().to_string())
                 .or_insert(StateMemory {

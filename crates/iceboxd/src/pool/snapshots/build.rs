@@ -1,0 +1,239 @@
+//! Building a snapshot: a *template* instance of the action is started in the background,
+//! initialised (and warmed up, if asked), its connections closed, and handed to the backend,
+//! which writes the snapshot and destroys it. No activation ever waits for this.
+
+use super::super::backends::Isolation;
+use super::super::Pool;
+use super::settings::{settings_of, When};
+use icebox_core::{ActionSpec, EventKind};
+use icebox_sandbox::Sandbox;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+impl Pool {
+    /// At start-up: keeps the snapshots an earlier run took of these actions (same version),
+    /// deletes the rest, and builds the missing ones.
+    pub fn take_over_snapshots(self: &Arc<Self>, actions: &[Arc<ActionSpec>]) {
+        self.snapshots.load(|fqn| {
+            actions
+                .iter()
+                .find(|a| a.fqn() == fqn)
+                .map(|a| a.version.clone())
+        });
+        for action in actions {
+            self.build_snapshot_if_missing(action);
+        }
+    }
+
+    /// Builds the action's snapshot now (POST /icebox/v1/snapshots/…), or says why it cannot.
+    pub fn request_snapshot(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Result<(), String> {
+        if !self.snapshots.enabled() {
+            return Err("Snapshots are off on this node (--snapshots off).".into());
+        }
+        if !settings_of(&action.annotations).enabled() {
+            return Err(format!(
+                "The action '{}' does not have snapshots on: set its annotation 'icebox.snapshot' \
+                 to true or \"warm\".",
+                action.fqn()
+            ));
+        }
+        let isolation = self.backends.isolation_of(action);
+        let backend = self.backends.get(isolation)?;
+        if backend.snapshots().is_none() {
+            return Err(format!(
+                "The {} backend cannot take snapshots on this node (process snapshots need root, \
+                 crun and CRIU >= 4.1).",
+                backend.name()
+            ));
+        }
+        self.build_snapshot_if_missing(action);
+        Ok(())
+    }
+
+    /// Discards the action's snapshots; returns how many there were.
+    pub fn discard_snapshots(&self, fqn: &str) -> usize {
+        self.snapshots.forget(fqn)
+    }
+
+    /// Starts building a snapshot of the action in the background when it wants one and has
+    /// none (nor one in the making).
+    pub fn build_snapshot_if_missing(self: &Arc<Self>, action: &Arc<ActionSpec>) {
+        let isolation = self.backends.isolation_of(action);
+        let Ok(backend) = self.backends.get(isolation) else {
+            return;
+        };
+        if backend.snapshots().is_none() || !self.snapshots.start_build(action, isolation) {
+            return;
+        }
+        let pool = self.clone();
+        let action = action.clone();
+        tokio::spawn(async move {
+            let _permit = pool.snapshots.builds.acquire().await;
+            if let Err(reason) = pool.build_snapshot(&action, isolation).await {
+                tracing::warn!(action = %action.fqn(), "cannot snapshot the action: {reason}");
+                pool.snapshots.build_failed(&action, isolation, reason);
+                pool.metrics
+                    .snapshots
+                    .builds
+                    .get_or_create(&result("failed"))
+                    .inc();
+            }
+        });
+    }
+
+    async fn build_snapshot(
+        self: &Arc<Self>,
+        action: &Arc<ActionSpec>,
+        isolation: Isolation,
+    ) -> Result<(), String> {
+        let backend = self.backends.get(isolation)?.clone();
+        let snapshots = backend
+            .snapshots()
+            .ok_or("the backend cannot take snapshots")?;
+        let t0 = Instant::now();
+        let id = format!("snap-{}", super::super::cold::new_instance_id(&action.name));
+        let spec = self
+            .instance_spec(action, id.clone())
+            .map_err(|e| e.to_string())?;
+        let fqn = action.fqn();
+        self.events.emit(
+            &id,
+            &fqn,
+            EventKind::Created,
+            None,
+            Some("snapshot template".into()),
+        );
+        let sandbox = backend.start(spec).await.map_err(|e| {
+            self.events.emit(
+                &id,
+                &fqn,
+                EventKind::Evicted,
+                None,
+                Some(format!("start failed: {e}")),
+            );
+            format!("the template did not start: {e}")
+        })?;
+        let prepared = self.prepare_template(action, &sandbox).await;
+        if let Err(why) = prepared {
+            sandbox.destroy().await;
+            self.events.emit(
+                &id,
+                &fqn,
+                EventKind::Evicted,
+                None,
+                Some("snapshot template failed".into()),
+            );
+            return Err(why);
+        }
+        let scratch = self
+            .snapshots
+            .scratch(&fqn)
+            .map_err(|e| format!("cannot create the snapshot directory: {e}"))?;
+        let taken = snapshots
+            .snapshot(&sandbox, &super::store::Store::image_dir(&scratch))
+            .await;
+        // The backend destroyed the template; this makes sure of it (idempotent).
+        sandbox.destroy().await;
+        let info = match taken {
+            Ok(info) => info,
+            Err(e) => {
+                super::store::remove(&scratch);
+                self.events.emit(
+                    &id,
+                    &fqn,
+                    EventKind::Evicted,
+                    None,
+                    Some(format!("snapshot failed: {e}")),
+                );
+                return Err(format!("the snapshot failed: {e}"));
+            }
+        };
+        let detail = format!(
+            "{} MiB of memory in {} ms ({} ms with the template's start)",
+            info.memory_bytes >> 20,
+            info.took_ms,
+            t0.elapsed().as_millis()
+        );
+        self.snapshots
+            .built(action, isolation, &scratch, info)
+            .map_err(|e| format!("cannot store the snapshot: {e}"))?;
+        self.events
+            .emit(&id, &fqn, EventKind::Snapshotted, None, Some(detail));
+        self.events.emit(
+            &id,
+            &fqn,
+            EventKind::Evicted,
+            None,
+            Some("snapshotted".into()),
+        );
+        self.metrics
+            .snapshots
+            .builds
+            .get_or_create(&result("ok"))
+            .inc();
+        Ok(())
+    }
+
+    /// `/init`, the warm-up run if asked, then no connection left open: CRIU cannot dump a
+    /// socket whose peer is outside the snapshot.
+    async fn prepare_template(
+        &self,
+        action: &ActionSpec,
+        sandbox: &Arc<dyn Sandbox>,
+    ) -> Result<(), String> {
+        self.init_sandbox(action, sandbox)
+            .await
+            .map_err(|e| format!("the template's /init failed: {e}"))?;
+        if let When::AfterWarmup(params) = settings_of(&action.annotations).when {
+            warm_up(action, sandbox, params).await?;
+        }
+        sandbox.client().close_idle();
+        Ok(())
+    }
+}
+
+async fn warm_up(
+    action: &ActionSpec,
+    sandbox: &Arc<dyn Sandbox>,
+    params: serde_json::Map<String, Value>,
+) -> Result<(), String> {
+    let mut value: serde_json::Map<String, Value> = action
+        .parameters
+        .iter()
+        .map(|kv| (kv.key.clone(), kv.value.clone()))
+        .collect();
+    value.extend(params);
+    let timeout = Duration::from_millis(action.limits.timeout);
+    let body = json!({
+        "value": value,
+        "namespace": action.namespace,
+        "action_name": format!("/{}", action.fqn()),
+        "activation_id": "",
+        "transaction_id": "",
+        "deadline": (crate::now_ms() + action.limits.timeout).to_string(),
+        "action_version": action.version,
+    });
+    let marks = sandbox.logs().marks();
+    let reply = tokio::time::timeout(timeout, sandbox.client().post_json("/run", &body))
+        .await
+        .map_err(|_| "the warm-up run timed out".to_string())?
+        .map_err(|e| format!("the warm-up run failed: {e}"))?;
+    // Its output is the template's, not any activation's.
+    let _ = sandbox
+        .logs()
+        .take_after(marks, Duration::from_millis(100))
+        .await;
+    if reply.status != 200 {
+        return Err(format!(
+            "the warm-up run answered {}: {}",
+            reply.status,
+            String::from_utf8_lossy(&reply.body)
+        ));
+    }
+    Ok(())
+}
+
+fn result(r: &str) -> crate::snapshot_metrics::ResultLabel {
+    crate::snapshot_metrics::ResultLabel { result: r.into() }
+}

@@ -1,0 +1,203 @@
+//! Restoring an instance from its action's snapshot instead of starting it, and, for the first
+//! restore of a snapshot, turning the recording of its first activation into the snapshot's
+//! loading set. Any failure falls back to a normal start and says so.
+
+use super::super::backends::Isolation;
+use super::super::instance::{Instance, Restore};
+use super::super::Pool;
+use icebox_core::api::RestoreView;
+use icebox_core::{ActionSpec, EventKind, RestoreMode};
+use icebox_sandbox::{InstanceSpec, Sandbox};
+use serde_json::json;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The most a runtime may take to reseed and run the action's restore hook.
+const RESTORED_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Pool {
+    /// A restored, reseeded sandbox ready to run the action, or None: no usable snapshot, or
+    /// its restore failed (then the snapshot is discarded and the caller starts normally).
+    pub(in crate::pool) async fn restore_from_snapshot(
+        self: &Arc<Self>,
+        action: &Arc<ActionSpec>,
+        isolation: Isolation,
+        spec: &InstanceSpec,
+    ) -> Option<(Arc<dyn Sandbox>, Restore)> {
+        let plan = self.snapshots.plan(action, isolation)?;
+        let key = (action.fqn(), isolation);
+        let backend = self.backends.get(isolation).ok()?.clone();
+        let Some(snapshots) = backend.snapshots() else {
+            self.snapshots.recording_abandoned(&key, None);
+            return None;
+        };
+        let (id, fqn) = (spec.id.clone(), action.fqn());
+        self.events.emit(
+            &id,
+            &fqn,
+            EventKind::Created,
+            None,
+            Some(format!("from snapshot ({})", plan.mode.as_str())),
+        );
+        let t0 = Instant::now();
+        let restored = match snapshots
+            .restore(spec.clone(), &plan.image_dir, plan.mode)
+            .await
+        {
+            Ok(sandbox) => match reseed(&sandbox).await {
+                Ok(()) => Ok(sandbox),
+                Err(e) => {
+                    sandbox.destroy().await;
+                    Err(e)
+                }
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        let sandbox = match restored {
+            Ok(sandbox) => sandbox,
+            Err(reason) => {
+                tracing::warn!(action = %fqn, instance = %id, mode = plan.mode.as_str(),
+                    "restore from the snapshot failed, starting normally instead: {reason}");
+                self.events.emit(
+                    &id,
+                    &fqn,
+                    EventKind::RestoreFailed,
+                    None,
+                    Some(format!(
+                        "{reason}; starting normally, the snapshot is discarded"
+                    )),
+                );
+                self.snapshots.fail(&key, &plan.version, reason, true);
+                self.metrics
+                    .snapshots
+                    .fallbacks
+                    .get_or_create(&mode_label(plan.mode))
+                    .inc();
+                return None;
+            }
+        };
+        let ms = t0.elapsed().as_millis() as u64;
+        self.snapshots.restored(
+            &key,
+            &plan.version,
+            RestoreView {
+                instance: id.clone(),
+                mode: plan.mode,
+                ms,
+                at_ms: crate::now_ms(),
+            },
+        );
+        self.metrics
+            .snapshots
+            .restore_seconds
+            .get_or_create(&mode_label(plan.mode))
+            .observe(t0.elapsed().as_secs_f64());
+        let detail = json!({"mode": plan.mode, "ms": ms, "pager": sandbox.restore_stats()});
+        self.events.emit(
+            &id,
+            &fqn,
+            EventKind::Restored,
+            Some(sandbox.memory()),
+            Some(detail.to_string()),
+        );
+        Some((
+            sandbox,
+            Restore {
+                mode: plan.mode,
+                image_dir: plan.image_dir,
+                version: plan.version,
+                ms,
+            },
+        ))
+    }
+
+    /// After an activation: if this instance was restored in record mode, its first
+    /// activation is over, so the snapshot's loading set is built now (in the background).
+    pub(in crate::pool) fn finish_recording(self: &Arc<Self>, instance: &Arc<Instance>) {
+        if !instance.recording.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let Some(restore) = instance.restore.clone() else {
+            return;
+        };
+        let pool = self.clone();
+        let instance = instance.clone();
+        tokio::spawn(async move {
+            let key = (instance.fqn.clone(), instance.isolation);
+            let backend = pool.backends.get(instance.isolation).ok().cloned();
+            let Some(snapshots) = backend.as_ref().and_then(|b| b.snapshots()) else {
+                return;
+            };
+            match snapshots
+                .finish_record(&instance.sandbox, &restore.image_dir)
+                .await
+            {
+                Ok(info) => {
+                    let detail = format!(
+                        "working set {} pages ({} zero), loading set {} pages in {} regions, {} groups",
+                        info.working_set_pages,
+                        info.zero_pages,
+                        info.loading_set_pages,
+                        info.regions,
+                        info.groups
+                    );
+                    if let Err(e) = pool.snapshots.recorded(&key, &restore.version, info) {
+                        tracing::warn!(action = %instance.fqn, "cannot store the loading set: {e}");
+                    }
+                    pool.events.emit(
+                        &instance.id,
+                        &instance.fqn,
+                        EventKind::Recorded,
+                        None,
+                        Some(detail),
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(action = %instance.fqn, instance = %instance.id,
+                        "cannot build the snapshot's loading set: {e}");
+                    pool.snapshots.recording_abandoned(&key, Some(&instance.id));
+                }
+            }
+        });
+    }
+
+    /// The instance goes before its recording was finished: another restore may record.
+    pub(in crate::pool) fn abandon_recording(&self, instance: &Instance) {
+        if instance.recording.swap(false, Ordering::SeqCst) {
+            self.snapshots.recording_abandoned(
+                &(instance.fqn.clone(), instance.isolation),
+                Some(&instance.id),
+            );
+        }
+    }
+}
+
+/// Tells the restored runtime it is a new instance: fresh random state, the action's restore
+/// hook (docs/runtime-protocol.md, `/icebox/restored`).
+async fn reseed(sandbox: &Arc<dyn Sandbox>) -> Result<(), String> {
+    let seed: [u8; 32] = rand::random();
+    let seed: String = seed.iter().map(|b| format!("{b:02x}")).collect();
+    let body = json!({"instance": sandbox.id(), "seed": seed});
+    let reply = tokio::time::timeout(
+        RESTORED_TIMEOUT,
+        sandbox.client().post_json("/icebox/restored", &body),
+    )
+    .await
+    .map_err(|_| "the restored runtime did not answer /icebox/restored".to_string())?
+    .map_err(|e| format!("the restored runtime cannot be reached: {e}"))?;
+    if reply.status != 200 {
+        return Err(format!(
+            "the restored runtime refused /icebox/restored ({}): {}",
+            reply.status,
+            String::from_utf8_lossy(&reply.body)
+        ));
+    }
+    Ok(())
+}
+
+fn mode_label(mode: RestoreMode) -> crate::snapshot_metrics::ModeLabel {
+    crate::snapshot_metrics::ModeLabel {
+        mode: mode.as_str().into(),
+    }
+}

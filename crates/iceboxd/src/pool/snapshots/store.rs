@@ -1,0 +1,185 @@
+//! Where snapshots live on disk and what icebox writes beside the backend's files:
+//! `<state>/snapshots/<action key>/<isolation>-<version>/` holds `entry.json` (icebox's
+//! record) and `image/` (the backend's snapshot, and its loading set once recorded). Entries
+//! survive a daemon restart; one whose action is gone or changed is deleted at start-up.
+
+use icebox_core::{LoadingSetInfo, SnapshotInfo};
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::path::{Path, PathBuf};
+
+const ENTRY: &str = "entry.json";
+const IMAGE: &str = "image";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredEntry {
+    pub action: String,
+    pub version: String,
+    pub isolation: String,
+    pub created_ms: u64,
+    pub snapshot: SnapshotInfo,
+    #[serde(default)]
+    pub loading_set: Option<LoadingSetInfo>,
+}
+
+pub struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    pub fn new(state_dir: &Path) -> Store {
+        Store {
+            root: state_dir.join("snapshots"),
+        }
+    }
+
+    /// The directory of an action version's snapshot for one isolation.
+    pub fn dir(&self, action: &str, isolation: &str, version: &str) -> PathBuf {
+        self.root
+            .join(action_key(action))
+            .join(format!("{isolation}-{}", safe(version)))
+    }
+
+    pub fn image_dir(dir: &Path) -> PathBuf {
+        dir.join(IMAGE)
+    }
+
+    /// A fresh, empty directory to build a snapshot in, next to where it will live, so the
+    /// final rename is atomic.
+    pub fn scratch(&self, action: &str) -> io::Result<PathBuf> {
+        let parent = self.root.join(action_key(action));
+        std::fs::create_dir_all(&parent)?;
+        let dir = parent.join(format!(".building-{:08x}", rand::random::<u32>()));
+        std::fs::create_dir_all(Self::image_dir(&dir))?;
+        Ok(dir)
+    }
+
+    /// Moves a built snapshot into place (replacing an older one) and records it.
+    pub fn commit(&self, scratch: &Path, entry: &StoredEntry) -> io::Result<PathBuf> {
+        write_entry(scratch, entry)?;
+        let dir = self.dir(&entry.action, &entry.isolation, &entry.version);
+        remove(&dir);
+        std::fs::rename(scratch, &dir)?;
+        Ok(dir)
+    }
+
+    pub fn update(&self, dir: &Path, entry: &StoredEntry) -> io::Result<()> {
+        write_entry(dir, entry)
+    }
+
+    /// Every snapshot directory with a readable entry; unreadable ones and leftovers of
+    /// interrupted builds are deleted.
+    pub fn load_all(&self) -> Vec<(PathBuf, StoredEntry)> {
+        let mut found = Vec::new();
+        let Ok(actions) = std::fs::read_dir(&self.root) else {
+            return found;
+        };
+        for action in actions.flatten() {
+            let Ok(dirs) = std::fs::read_dir(action.path()) else {
+                continue;
+            };
+            for dir in dirs.flatten() {
+                let path = dir.path();
+                match read_entry(&path) {
+                    Some(entry) if !dir.file_name().to_string_lossy().starts_with('.') => {
+                        found.push((path, entry))
+                    }
+                    _ => {
+                        tracing::warn!(dir = %path.display(), "removing an unfinished or unreadable snapshot");
+                        remove(&path);
+                    }
+                }
+            }
+        }
+        found
+    }
+}
+
+/// Deletes a snapshot directory. Restored instances still reading its files keep them open,
+/// so this is safe while they run.
+pub fn remove(dir: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        if e.kind() != io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), "cannot remove a snapshot: {e}");
+        }
+    }
+}
+
+fn write_entry(dir: &Path, entry: &StoredEntry) -> io::Result<()> {
+    let tmp = dir.join(".entry.json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(entry)?)?;
+    std::fs::rename(tmp, dir.join(ENTRY))
+}
+
+fn read_entry(dir: &Path) -> Option<StoredEntry> {
+    serde_json::from_slice(&std::fs::read(dir.join(ENTRY)).ok()?).ok()
+}
+
+/// A directory name for an action: readable, and unique even when two names sanitise alike.
+fn action_key(action: &str) -> String {
+    let hash = action.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    });
+    format!("{}-{:08x}", safe(action), hash as u32)
+}
+
+fn safe(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(version: &str) -> StoredEntry {
+        StoredEntry {
+            action: "guest/hello".into(),
+            version: version.into(),
+            isolation: "process".into(),
+            created_ms: 1,
+            snapshot: SnapshotInfo {
+                backend: "crun".into(),
+                memory_bytes: 4096,
+                took_ms: 50,
+            },
+            loading_set: None,
+        }
+    }
+
+    #[test]
+    fn a_committed_snapshot_is_found_again() {
+        let state = tempfile::tempdir().unwrap();
+        let store = Store::new(state.path());
+        let scratch = store.scratch("guest/hello").unwrap();
+        std::fs::write(Store::image_dir(&scratch).join("pages"), b"x").unwrap();
+        let dir = store.commit(&scratch, &entry("0.0.1")).unwrap();
+        assert_eq!(dir, store.dir("guest/hello", "process", "0.0.1"));
+        assert!(Store::image_dir(&dir).join("pages").exists());
+        let found = store.load_all();
+        assert_eq!(found, vec![(dir, entry("0.0.1"))]);
+    }
+
+    #[test]
+    fn leftovers_of_an_interrupted_build_are_removed() {
+        let state = tempfile::tempdir().unwrap();
+        let store = Store::new(state.path());
+        let scratch = store.scratch("guest/hello").unwrap();
+        assert!(store.load_all().is_empty());
+        assert!(!scratch.exists());
+    }
+
+    #[test]
+    fn names_that_sanitise_alike_get_different_directories() {
+        assert_ne!(action_key("guest/a b"), action_key("guest/a_b"));
+        assert!(!action_key("../../etc").contains('/'));
+    }
+}
