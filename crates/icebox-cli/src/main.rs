@@ -10,6 +10,7 @@ mod node;
 mod offload;
 mod output;
 mod params;
+mod snapshot;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -69,6 +70,9 @@ enum Command {
     Events(events::EventsArgs),
     /// Check that iceboxd is up (needs no API key)
     Health,
+    /// Action snapshots: list them, build one now, discard one
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
     /// Reclaim frozen garbage of an idle instance now (every idle instance without INSTANCE)
     Reclaim {
         /// Instance id (see `icebox instances`)
@@ -90,6 +94,7 @@ fn run(cli: Cli) -> error::Result<()> {
         Command::Memory => node::memory(&client, json),
         Command::Events(args) => events::run(&client, json, args),
         Command::Health => node::health(&client, json),
+        Command::Snapshot(c) => snapshot::run(&client, json, c),
         Command::Reclaim { instance, variant } => node::reclaim(&client, json, instance, variant),
     }
 }

@@ -47,6 +47,7 @@ pub fn instances_table(list: &[InstanceView]) -> String {
         ("IDLE", Align::Right),
         ("INVOKES", Align::Right),
         ("SHARING", Align::Left),
+        ("SANDBOX", Align::Left),
         ("USS", Align::Right),
         ("PSS", Align::Right),
         ("RSS", Align::Right),
@@ -75,6 +76,7 @@ pub fn instances_table(list: &[InstanceView]) -> String {
                 .unwrap_or_else(|| "-".into()),
             i.invocations.to_string(),
             sharing_cell(i),
+            sandbox_cell(i),
             size(i.memory.uss),
             size(i.memory.pss),
             size(i.memory.rss),
@@ -84,6 +86,20 @@ pub fn instances_table(list: &[InstanceView]) -> String {
         ]);
     }
     t.render()
+}
+
+/// The backend, and how the instance was restored when it came from a snapshot
+/// ("crun+faasnap").
+fn sandbox_cell(i: &InstanceView) -> String {
+    let backend = if i.isolation.is_empty() {
+        "-"
+    } else {
+        &i.isolation
+    };
+    match i.restored {
+        Some(mode) => format!("{backend}+{}", mode.as_str()),
+        None => backend.to_string(),
+    }
 }
 
 /// The mode, and for runtimes that share one process the busy/live isolates or contexts as
@@ -318,8 +334,26 @@ pub fn health_line(h: &Health, apihost: &str) -> String {
         Some(reason) => format!("{} ({reason})", h.status),
         None => h.status.clone(),
     };
+    let vms: Vec<String> = h
+        .isolations
+        .iter()
+        .filter(|i| i.isolation != "process")
+        .map(|i| match &i.unavailable {
+            Some(_) => format!("{} unavailable", i.isolation),
+            None => i.isolation.clone(),
+        })
+        .collect();
+    let default = match h.default_isolation.as_str() {
+        "" | "process" => String::new(),
+        other => format!(" · default isolation {other}"),
+    };
+    let vms = if vms.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", vms.join(", "))
+    };
     format!(
-        "iceboxd {} at {apihost}: {status} · up {} · {isolation} · {} instance{}",
+        "iceboxd {} at {apihost}: {status} · up {} · {isolation}{vms}{default} · {} instance{}",
         h.version,
         table::duration_ms(h.uptime_s * 1000),
         h.instances,
@@ -376,8 +410,8 @@ mod tests {
         assert!(reclaimable.contains("4.0 MiB"), "{reclaimable}");
         assert_eq!(
             instances_table(&list),
-            "ID      ACTION       STATE   PIDS         AGE  IDLE  INVOKES  SHARING      USS      PSS       RSS  SWAP  LOCAL  CHARGED\n\
-             i-7f3a  guest/hello  frozen  4242,4243  3m05s  2.5s       17  process  9.0 MiB  9.5 MiB  18.0 MiB     0      0  9.0 MiB\n"
+            "ID      ACTION       STATE   PIDS         AGE  IDLE  INVOKES  SHARING  SANDBOX      USS      PSS       RSS  SWAP  LOCAL  CHARGED\n\
+             i-7f3a  guest/hello  frozen  4242,4243  3m05s  2.5s       17  process  crun     9.0 MiB  9.5 MiB  18.0 MiB     0      0  9.0 MiB\n"
         );
     }
 
@@ -486,6 +520,53 @@ mod tests {
             line.contains(": degraded (3 activation records are not written yet: disk full) · up"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn health_names_the_vm_isolations_and_a_vm_default() {
+        let iso = |isolation: &str, unavailable: Option<&str>| icebox_core::api::IsolationView {
+            isolation: isolation.into(),
+            backend: unavailable.is_none().then(|| isolation.into()),
+            unavailable: unavailable.map(str::to_string),
+            snapshots: false,
+        };
+        let h = Health {
+            status: "ok".into(),
+            reason: None,
+            version: "0.1.0".into(),
+            uptime_s: 1,
+            isolation: "crun".into(),
+            cgroup: "v1".into(),
+            instances: 0,
+            default_isolation: "vm".into(),
+            isolations: vec![
+                iso("process", None),
+                iso("vm", None),
+                iso("vm-shared", Some("no guest image")),
+            ],
+        };
+        let line = health_line(&h, "http://x");
+        assert!(
+            line.contains(
+                "isolation crun with cgroup v1 (vm, vm-shared unavailable) · default isolation vm"
+            ),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn a_restored_instance_says_how() {
+        let mut i: InstanceView = serde_json::from_value(serde_json::json!({
+            "id": "i", "action": "guest/a", "kind": "python:3", "state": "idle", "pids": [],
+            "age_ms": 0, "idle_ms": null, "invocations": 0, "in_flight": 0, "memory_limit": 0,
+            "memory": {"uss": 0, "pss": 0, "rss": 0, "swap": 0, "cgroup": 0}, "charged": 0,
+            "measured_at_ms": 0, "isolation": "crun", "restored": "faasnap"
+        }))
+        .unwrap();
+        assert_eq!(sandbox_cell(&i), "crun+faasnap");
+        i.restored = None;
+        i.isolation = "vm".into();
+        assert_eq!(sandbox_cell(&i), "vm");
     }
 
     #[test]
