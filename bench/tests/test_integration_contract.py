@@ -116,6 +116,12 @@ def test_node_api_answers_as_the_contract_says(contract, node):
 
     # Errors: the contract's bodies for them too.
     check(contract, api, "get", "/icebox/v1/instances/{id}", "/icebox/v1/instances/nope", 404)
+    check(contract, api, "delete", "/icebox/v1/instances/{id}", "/icebox/v1/instances/nope", 404)
+    check(contract, api, "get", "/icebox/v1/snapshots", "/icebox/v1/snapshots", 200)
+    check(contract, api, "post", "/icebox/v1/snapshots/{namespace}/{name}",
+          "/icebox/v1/snapshots/_/contract-hello", 409)
+    check(contract, api, "delete", "/icebox/v1/snapshots/{namespace}/{name}",
+          "/icebox/v1/snapshots/_/contract-hello", 404)
     check(contract, api, "post", "/icebox/v1/instances/{id}/reclaim", "/icebox/v1/instances/nope/reclaim", 404)
     check(contract, api, "post", "/icebox/v1/instances/{id}/reclaim",
           f"/icebox/v1/instances/{iid}/reclaim?variant=no-such-variant", 400)
@@ -130,6 +136,11 @@ def test_node_api_answers_as_the_contract_says(contract, node):
     for event in events:
         validator.validate(event)
     assert {"created", "runtime_ready", "frozen", "reclaimed"} <= {e["kind"] for e in events}
+
+    # An idle instance evicted on request, then gone.
+    evicted = check(contract, api, "delete", "/icebox/v1/instances/{id}", f"/icebox/v1/instances/{iid}", 200)
+    assert evicted == {"instance": iid, "evicted": True}
+    check(contract, api, "get", "/icebox/v1/instances/{id}", f"/icebox/v1/instances/{iid}", 404)
 
 
 def test_sharing_views_answer_as_the_contract_says(contract, node):

@@ -55,7 +55,7 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(node::health))
         .route("/instances", get(node::instances))
         .route("/instances/", get(node::instances))
-        .route("/instances/{id}", get(node::instance))
+        .route("/instances/{id}", get(node::instance).delete(node::evict))
         .route("/instances/{id}/stats", get(node::instance_stats))
         .route(
             "/instances/{id}/reclaim",

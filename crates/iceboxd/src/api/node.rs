@@ -74,6 +74,24 @@ pub async fn instance(
         })
 }
 
+/// Evict an idle or frozen instance now; a busy one is refused (409): its activation would die.
+pub async fn evict(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    if state.pool.evict_idle(&id).await {
+        return Ok(Json(serde_json::json!({"instance": id, "evicted": true})));
+    }
+    if state.pool.has_instance(&id) {
+        return Err(ApiError::conflict(format!(
+            "Instance '{id}' is running an activation; it can be evicted once idle."
+        )));
+    }
+    Err(ApiError::not_found(format!(
+        "There is no instance '{id}' (it may have been evicted)."
+    )))
+}
+
 #[derive(Deserialize)]
 pub struct StatsQuery {
     gc: Option<String>,

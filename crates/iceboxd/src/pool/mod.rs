@@ -107,6 +107,8 @@ pub enum EvictReason {
     /// Its runtime exited while it was idle (killed, crashed on its own): removed at once
     /// rather than found dead by the next activation.
     Exited,
+    /// An operator asked for it (DELETE /icebox/v1/instances/{id}).
+    Requested,
     Shutdown,
 }
 
@@ -117,6 +119,7 @@ impl EvictReason {
             EvictReason::Error => "error",
             EvictReason::Stale => "stale",
             EvictReason::Exited => "exited",
+            EvictReason::Requested => "requested",
             EvictReason::Shutdown => "shutdown",
         }
     }
@@ -309,6 +312,23 @@ impl Pool {
             Some(reason.as_str().to_string()),
         );
         tracing::info!(instance = %instance.id, action = %instance.fqn, reason = reason.as_str(), "instance evicted");
+    }
+
+    /// Evict an idle or frozen instance now (an operator's or benchmark's request). Returns
+    /// false when there is no such instance or it is busy.
+    pub async fn evict_idle(&self, id: &str) -> bool {
+        match self.slots.remove_kept_alive(id) {
+            Some(slot) => {
+                self.destroy(slot, EvictReason::Requested).await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether an instance of this id is in the pool (busy or not).
+    pub fn has_instance(&self, id: &str) -> bool {
+        self.slots.snapshot().iter().any(|s| s.instance.id == id)
     }
 
     /// The action changed or was deleted: idle instances go now, busy ones when they finish.
