@@ -185,6 +185,24 @@ impl KeepAlivePolicy {
         Admission::Start { evict }
     }
 
+    /// A new instance needs `need` bytes of a host budget that has `free` (Squeezy's N:1 VMs:
+    /// plugged partitions under a host memory limit); `pool` holds the idle instances that
+    /// hold parts of that budget, charged what they hold. The least recently used go until
+    /// their release covers the shortfall; none if it is already covered, all if even that is
+    /// not enough (the start then waits for busy ones).
+    pub fn room_for(&self, pool: &[PoolEntry], need: u64, free: u64) -> Vec<String> {
+        let mut short = need.saturating_sub(free);
+        let mut out = Vec::new();
+        for e in lru_order(pool) {
+            if short == 0 {
+                break;
+            }
+            short = short.saturating_sub(e.charged);
+            out.push(e.id.clone());
+        }
+        out
+    }
+
     /// Which of an action's idle instances serves its next invocation: an unfrozen one if any
     /// (a thaw costs time), and among those the most recently used, so the rest age out and
     /// the TTL can shrink the action's pool to what its load needs. Equal candidates go to the

@@ -14,4 +14,6 @@ pub use client::{RuntimeClient, RuntimeError, RuntimeReply};
 pub use icebox_core::{LoadingSetInfo, RestoreMode, SnapshotInfo};
 pub use logs::{LogCollector, SENTINEL};
 pub use manifest::{RuntimeManifest, Runtimes};
-pub use sandbox::{ExitCause, InstanceSpec, Sandbox, SandboxBackend, SandboxError, Snapshots};
+pub use sandbox::{
+    ExitCause, InstanceSpec, MemoryBudget, Sandbox, SandboxBackend, SandboxError, Snapshots,
+};

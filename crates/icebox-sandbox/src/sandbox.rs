@@ -134,4 +134,33 @@ pub trait SandboxBackend: Send + Sync {
     fn snapshots(&self) -> Option<&dyn Snapshots> {
         None
     }
+    /// For a backend that hands instances memory out of a fixed host budget (Squeezy's N:1
+    /// VMs plug a partition per instance): the budget now. The pool evicts idle instances of
+    /// this backend when a new one would not fit, and `start` waits (boundedly) for the
+    /// memory they release.
+    fn memory_budget(&self) -> Option<MemoryBudget> {
+        None
+    }
+    /// What one instance of `spec` takes from that budget.
+    fn instance_charge(&self, spec: &InstanceSpec) -> u64 {
+        spec.memory_limit_bytes
+    }
+}
+
+/// A backend's host memory budget (see [`SandboxBackend::memory_budget`]), bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryBudget {
+    pub limit: u64,
+    /// Handed to instances (plugged, or being plugged).
+    pub in_use: u64,
+    /// Being given back (instances gone, their memory not yet unplugged).
+    pub releasing: u64,
+}
+
+impl MemoryBudget {
+    /// What is free once the releases in flight complete.
+    pub fn free_soon(&self) -> u64 {
+        self.limit
+            .saturating_sub(self.in_use.saturating_sub(self.releasing))
+    }
 }

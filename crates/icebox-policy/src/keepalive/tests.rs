@@ -528,3 +528,19 @@ fn expires_at_is_the_ttl_after_idle_since_and_matches_evictions() {
         .evictions(&[entry("b", 1, MIB, false)], u64::MAX)
         .is_empty());
 }
+
+#[test]
+fn room_for_a_new_instance_evicts_the_least_recently_used_until_the_shortfall_is_covered() {
+    let p = policy(600_000, 50, 0, 16);
+    let pool = [
+        entry("new", 300, 512, true),
+        entry("old", 100, 512, true),
+        entry("mid", 200, 512, false),
+    ];
+    // Enough free already: nobody goes.
+    assert!(p.room_for(&pool, 512, 512).is_empty());
+    // 600 short: two partitions of 512, oldest first.
+    assert_eq!(p.room_for(&pool, 1024, 424), vec!["old", "mid"]);
+    // More than the pool holds: all of it, the start then waits.
+    assert_eq!(p.room_for(&pool, 4096, 0), vec!["old", "mid", "new"]);
+}

@@ -87,6 +87,7 @@ impl Pool {
         let sandbox = match stem_cell {
             Some(sandbox) => sandbox,
             None => {
+                self.make_room(isolation, &backend, &spec).await;
                 self.events.emit(&id, &fqn, EventKind::Created, None, None);
                 backend.start(spec).await.map_err(|source| {
                     self.events.emit(

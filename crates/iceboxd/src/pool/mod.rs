@@ -19,6 +19,7 @@ mod control;
 mod desiccant;
 mod env;
 mod error;
+mod host_budget;
 mod instance;
 mod manager;
 mod offload;

@@ -27,6 +27,8 @@ pub(super) struct Counters {
     pub(super) restores: std::sync::Mutex<Vec<icebox_core::RestoreMode>>,
     pub(super) snapshots: AtomicUsize,
     pub(super) recorded: AtomicUsize,
+    /// Bytes live instances hold of the host budget.
+    host_in_use: std::sync::atomic::AtomicU64,
 }
 
 pub(super) struct FakeBackend {
@@ -38,6 +40,8 @@ pub(super) struct FakeBackend {
     pub(super) bad_code: AtomicBool,
     /// Offers snapshots (tests_snapshots.rs).
     snapshots: bool,
+    /// Hands out memory from a host budget of this many bytes (as N:1 VMs do).
+    host_limit: Option<u64>,
 }
 
 struct FakeSandbox {
@@ -103,6 +107,9 @@ impl SandboxBackend for FakeBackend {
             let _ = axum::serve(listener, app).await;
         });
         self.counters.live.fetch_add(1, Ordering::SeqCst);
+        self.counters
+            .host_in_use
+            .fetch_add(spec.memory_limit_bytes, Ordering::SeqCst);
         Ok(Arc::new(FakeSandbox {
             id: spec.id,
             client: RuntimeClient::new(path),
@@ -121,6 +128,13 @@ impl SandboxBackend for FakeBackend {
     fn snapshots(&self) -> Option<&dyn icebox_sandbox::Snapshots> {
         self.snapshots
             .then_some(self as &dyn icebox_sandbox::Snapshots)
+    }
+    fn memory_budget(&self) -> Option<icebox_sandbox::MemoryBudget> {
+        self.host_limit.map(|limit| icebox_sandbox::MemoryBudget {
+            limit,
+            in_use: self.counters.host_in_use.load(Ordering::SeqCst),
+            releasing: 0,
+        })
     }
 }
 
@@ -167,6 +181,9 @@ impl Sandbox for FakeSandbox {
         if !self.destroyed.swap(true, Ordering::SeqCst) {
             self.server.abort();
             self.counters.live.fetch_sub(1, Ordering::SeqCst);
+            self.counters
+                .host_in_use
+                .fetch_sub(self.memory_limit, Ordering::SeqCst);
         }
     }
 }
@@ -178,6 +195,7 @@ pub(super) struct Setup {
     pub(super) prewarm: Vec<(String, usize)>,
     pub(super) init_gate: Option<Arc<Semaphore>>,
     pub(super) snapshots: bool,
+    pub(super) host_limit: Option<u64>,
 }
 
 impl Default for Setup {
@@ -189,6 +207,7 @@ impl Default for Setup {
             prewarm: Vec::new(),
             init_gate: None,
             snapshots: false,
+            host_limit: None,
         }
     }
 }
@@ -207,6 +226,7 @@ impl Harness {
             init_gate: setup.init_gate,
             bad_code: AtomicBool::new(false),
             snapshots: setup.snapshots,
+            host_limit: setup.host_limit,
         });
         let mut runtimes = Runtimes::default();
         runtimes.insert(RuntimeManifest {
@@ -678,4 +698,37 @@ async fn at_max_instances_a_new_action_evicts_the_idle_one() {
         "the evicted instance is destroyed before the new one runs"
     );
     b.release(Health::Reusable).await;
+}
+
+#[tokio::test]
+async fn a_full_host_budget_evicts_the_least_recently_used_idle_instance_for_a_new_one() {
+    // Room for two 128 MiB instances.
+    let h = Harness::new(Setup {
+        host_limit: Some(256 * MIB),
+        ..Setup::default()
+    });
+    let (a, b, c) = (
+        action("a", "0.0.1"),
+        action("b", "0.0.1"),
+        action("c", "0.0.1"),
+    );
+    let la = h.lease(&a).await;
+    let a_id = la.instance.id.clone();
+    la.release(Health::Reusable).await;
+    h.clock.advance(10);
+    h.lease(&b).await.release(Health::Reusable).await;
+    assert_eq!(h.live(), 2);
+    // c needs a's partition: a, the least recently used, goes; b stays.
+    let lc = h.lease(&c).await;
+    let left: Vec<String> = h
+        .pool
+        .instance_views()
+        .into_iter()
+        .map(|v| v.action)
+        .collect();
+    assert!(!left.contains(&"guest/a".to_string()), "{left:?}");
+    assert!(left.contains(&"guest/b".to_string()), "{left:?}");
+    assert!(h.pool.instance_views().iter().all(|v| v.id != a_id));
+    assert_eq!(h.live(), 2);
+    lc.release(Health::Reusable).await;
 }

@@ -1,0 +1,49 @@
+//! Backends that hand instances memory out of a fixed host budget (Squeezy's N:1 VMs plug one
+//! partition per instance under `--vm-memory`): before such a start, idle instances of the
+//! same backend are evicted, least recently used first, until the memory they release covers
+//! what the new one needs (`KeepAlivePolicy::room_for`). The backend's `start` then waits for
+//! the release, so how fast a VM gives memory back is what the new instance waits for.
+
+use super::backends::Isolation;
+use super::{EvictReason, Pool};
+use icebox_policy::{EvictionReason, PoolEntry};
+use icebox_sandbox::{InstanceSpec, SandboxBackend};
+use std::sync::Arc;
+
+impl Pool {
+    pub(super) async fn make_room(
+        &self,
+        isolation: Isolation,
+        backend: &Arc<dyn SandboxBackend>,
+        spec: &InstanceSpec,
+    ) {
+        let Some(budget) = backend.memory_budget() else {
+            return;
+        };
+        let need = backend.instance_charge(spec);
+        let idle: Vec<PoolEntry> = self
+            .slots
+            .snapshot()
+            .into_iter()
+            .filter(|s| {
+                s.state.is_kept_alive() && !s.reclaiming && s.instance.isolation == isolation
+            })
+            .map(|s| PoolEntry {
+                id: s.instance.id.clone(),
+                action: s.instance.fqn.clone(),
+                idle_since: s.idle_since,
+                charged: backend.instance_charge(&InstanceSpec {
+                    memory_limit_bytes: s.instance.action.limits.memory_bytes(),
+                    ..spec.clone()
+                }),
+                frozen: s.frozen_since.is_some(),
+            })
+            .collect();
+        for id in self.policy.room_for(&idle, need, budget.free_soon()) {
+            if let Some(slot) = self.slots.remove_kept_alive(&id) {
+                self.destroy(slot, EvictReason::Policy(EvictionReason::MemoryBudget))
+                    .await;
+            }
+        }
+    }
+}
