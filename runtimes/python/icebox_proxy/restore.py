@@ -61,7 +61,7 @@ def reseed(seed):
     if ssl is not None:
         # OpenSSL's generator notices a fork by its pid, which a restore keeps too. RAND_add
         # reseeds its primary generator (with fresh OS entropy besides these bytes), which
-        # makes the per-thread generators behind TLS and hashlib reseed on their next use.
+        # makes the per-thread generators behind TLS and ssl.RAND_bytes reseed on their next use.
         ssl.RAND_add(seed, float(len(seed)))
         reseeded.append("openssl")
     return reseeded
