@@ -99,7 +99,7 @@ class Isolate {
         this.restoring = null;
         resolve(outcome);
       };
-      this.ready.then(() => this.post({ type: 'restored', seed }), () => this.restoring && this.restoring({ gone: true }));
+      this.ready.then(() => this.post({ type: 'restored', seed }), (failure) => this.restoring && this.restoring({ gone: true, failure }));
     });
   }
 
@@ -139,7 +139,6 @@ class IsolatePool {
     this.idle = []; // a stack: the most recently used isolate is borrowed first
     this.busy = new Set();
     this.live = new Set(); // every isolate not exited: idle, busy or starting
-
     this.refilling = 0;
     this.nextLock = 1;
     this.counts = { created: 0, torn_down: 0, crashed: 0, timed_out: 0 };
