@@ -48,6 +48,10 @@ const ROUTES = new Map([
       sendJson(res, 200, await require('./lib/reclaim').reclaim(body, beforeReclaim));
     },
   }],
+  ['/icebox/restored', {
+    method: 'POST',
+    handle: async (req, res) => reply(res, await require('./lib/restored').restored(await readJson(req), actionModule)),
+  }],
 ]);
 
 function reply(res, { status, body }) {

@@ -3,6 +3,8 @@
 // activations, each closed by the log sentinel on stdout and stderr.
 
 const { stackOf } = require('./errors');
+const { callHook } = require('./hook');
+const seeds = require('./seeds');
 const {
   json, isObject, setActivationEnv, applyInitEnv, writeSentinels, initializedTwice, initTarget, initFailed, settle,
 } = require('./response');
@@ -10,6 +12,7 @@ const {
 let config = null;
 let state = 'uninitialized'; // -> 'initializing' -> 'ready'; a failed init goes back
 let entry = null;
+let hook; // the action's iceboxRestored, if it has one
 // One `fail` callback per activation currently running user code (see onStrayError).
 const inFlight = new Set();
 
@@ -36,7 +39,8 @@ async function init(body) {
     const value = isObject(body.value) ? body.value : {};
     applyInitEnv(process.env, value.env);
     installSharedApi();
-    entry = await load(value);
+    seeds.installMain();
+    ({ entry, hook } = await load(value));
     state = 'ready';
     return json(200, { ok: true });
   } catch (err) {
@@ -89,8 +93,19 @@ function configure(value) {
   config = value;
 }
 
+function initialized() {
+  return state === 'ready';
+}
+
+// /icebox/restored (lib/restored.js): the main context, reseeded there, is the only one here.
+async function restoreCopies() {
+  return { reseeded: [], hook: await callHook(hook) };
+}
+
 function sharingStats() {
   return { mode: 'process', capacity: config.capacity, in_flight: inFlight.size };
 }
 
-module.exports = { configure, init, run, sharingStats };
+module.exports = {
+  configure, init, run, sharingStats, initialized, restoreCopies,
+};

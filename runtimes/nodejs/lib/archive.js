@@ -1,14 +1,15 @@
 'use strict';
 // Loads a zipped action (binary: true): the base64 zip is extracted to a fresh directory under
 // the temporary directory, and its module is the file package.json's "main" names, or index.js.
-// An ES module (.mjs, or .js under "type": "module") is loaded with import().
+// An ES module (.mjs, or .js under "type": "module") is loaded with import(). Returns {entry,
+// hook} (lib/entry-point.js).
 
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { pathToFileURL } = require('url');
 const { InitError } = require('./errors');
-const { resolveEntry } = require('./entry-point');
+const { resolveEntry, loaded } = require('./entry-point');
 const { readZip, ZipError } = require('./zip');
 const { extractAll } = require('./extract');
 
@@ -39,11 +40,14 @@ function extract(base64) {
 async function loadDir(dir, main) {
   const { file, esm } = moduleFile(dir);
   const where = `the module ${path.relative(dir, file)}`;
-  if (!esm) return resolveEntry(require(file), main, where);
+  if (!esm) {
+    const exportsValue = require(file);
+    return loaded(resolveEntry(exportsValue, main, where), exportsValue);
+  }
   const namespace = await import(pathToFileURL(file).href);
   // A CommonJS-style object as the default export is common in ES module actions too.
   const holder = namespace[main.split('.')[0]] === undefined && namespace.default ? namespace.default : namespace;
-  return resolveEntry(holder, main, where);
+  return loaded(resolveEntry(holder, main, where), holder);
 }
 
 // Resolved here rather than by require(dir), which on a missing "main" silently falls back to

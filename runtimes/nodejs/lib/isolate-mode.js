@@ -10,6 +10,7 @@ const {
 } = require('./response');
 const { IsolatePool } = require('./isolate-pool');
 const { processStore } = require('./shared-store');
+const seeds = require('./seeds');
 
 let config = null;
 let state = 'uninitialized'; // -> 'initializing' -> 'ready'; a failed init goes back
@@ -28,6 +29,8 @@ async function init(body) {
     // Workers start with a copy of the main thread's environment, this included.
     applyInitEnv(process.env, value.env);
     const main = initTarget(value);
+    // The main thread runs no action code; the isolates' seeds are derived from its root.
+    seeds.installMain();
     if (value.binary === true) dir = require('./archive').extract(value.code);
     pool = new IsolatePool(config, { code: dir === null ? value.code : null, main, dir }, processStore());
     await pool.start();
@@ -54,9 +57,21 @@ async function beforeReclaim() {
   return { isolates_terminated: pool ? await pool.terminateIdle() : 0 };
 }
 
+function initialized() {
+  return state === 'ready';
+}
+
+// /icebox/restored (lib/restored.js): each isolate has its own Math.random and copy of the hook.
+async function restoreCopies() {
+  const { isolates, hook } = await pool.restore();
+  return { reseeded: [`Math.random in ${isolates} isolate${isolates === 1 ? '' : 's'}`], hook };
+}
+
 function sharingStats() {
   const isolates = pool ? pool.stats() : require('./mode').idleSharingStats(config).isolates;
   return { mode: 'isolate', capacity: config.capacity, in_flight: pool ? pool.busy.size : 0, isolates };
 }
 
-module.exports = { configure, init, run, beforeReclaim, sharingStats };
+module.exports = {
+  configure, init, run, beforeReclaim, sharingStats, initialized, restoreCopies,
+};

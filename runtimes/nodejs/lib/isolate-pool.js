@@ -11,6 +11,8 @@ const { Worker } = require('worker_threads');
 const { InitError, describeError } = require('./errors');
 const { TIMED_OUT, json, deadlineOf } = require('./response');
 const { SampleWindow } = require('./samples');
+const { HookError } = require('./hook');
+const seeds = require('./seeds');
 
 const WORKER_SCRIPT = path.join(__dirname, 'isolate-worker.js');
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -29,15 +31,19 @@ function heapLimits(budgetMb) {
 }
 
 class Isolate {
-  constructor(pool) {
+  // `id`: its number in creation order, from which its Math.random seed is derived.
+  constructor(pool, id) {
     this.pool = pool;
-    const options = { workerData: pool.workerData, stdout: false, stderr: false };
+    this.id = id;
+    const workerData = { ...pool.workerData, seed: seeds.seedFor('isolate', id) };
+    const options = { workerData, stdout: false, stderr: false };
     if (pool.config.isolateMemoryMb !== null) options.resourceLimits = heapLimits(pool.config.isolateMemoryMb);
     this.worker = new Worker(WORKER_SCRIPT, options);
     this.error = null; // the worker's uncaught error or out-of-memory, if it ended with one
     this.endedBy = null; // why the pool terminated it: 'torn_down' | 'timed_out' | 'init_failed'
     this.exited = false;
     this.activation = null; // resolves the running activation's outcome
+    this.restoring = null; // resolves the outcome of /icebox/restored in the isolate
     this.idleSince = 0;
     this.locks = new Map(); // shared-state locks it holds, released if it dies holding them
     this.ready = new Promise((resolve, reject) => {
@@ -67,6 +73,9 @@ class Isolate {
       case 'result':
         if (this.activation) this.activation({ response: msg.response, started: msg.started });
         break;
+      case 'restored':
+        if (this.restoring) this.restoring(msg);
+        break;
       case 'shared':
         this.pool.serveShared(this, msg).then(
           (reply) => this.post({ type: 'shared-reply', id: msg.id, ...reply }),
@@ -82,6 +91,18 @@ class Isolate {
     if (!this.exited) this.worker.postMessage(msg);
   }
 
+  // Reseeds the isolate's Math.random and calls its copy of the hook, once it has loaded the
+  // action; resolves to {hook} or {error}, or {gone} if it ended first.
+  restore(seed) {
+    return new Promise((resolve) => {
+      this.restoring = (outcome) => {
+        this.restoring = null;
+        resolve(outcome);
+      };
+      this.ready.then(() => this.post({ type: 'restored', seed }), (failure) => this.restoring && this.restoring({ gone: true, failure }));
+    });
+  }
+
   terminate(reason) {
     if (this.endedBy === null) this.endedBy = reason;
     this.worker.terminate();
@@ -95,6 +116,7 @@ class Isolate {
     const failure = new Error(this.exitReason(code));
     this.onStartFailed(failure);
     if (this.activation) this.activation({ failure });
+    if (this.restoring) this.restoring({ gone: true, failure });
     this.pool.forget(this);
   }
 
@@ -116,6 +138,7 @@ class IsolatePool {
     this.store = store;
     this.idle = []; // a stack: the most recently used isolate is borrowed first
     this.busy = new Set();
+    this.live = new Set(); // every isolate not exited: idle, busy or starting
     this.refilling = 0;
     this.nextLock = 1;
     this.counts = { created: 0, torn_down: 0, crashed: 0, timed_out: 0 };
@@ -126,7 +149,9 @@ class IsolatePool {
 
   spawn() {
     this.counts.created += 1;
-    return new Isolate(this);
+    const isolate = new Isolate(this, this.counts.created);
+    this.live.add(isolate);
+    return isolate;
   }
 
   // Starts the first isolate, whose failure to load the action is /init's failure, then fills
@@ -234,6 +259,7 @@ class IsolatePool {
 
   // Called by an isolate when its worker has exited, whoever ended it.
   forget(isolate) {
+    this.live.delete(isolate);
     const at = this.idle.indexOf(isolate);
     if (at !== -1) this.idle.splice(at, 1);
     this.busy.delete(isolate);
@@ -254,6 +280,30 @@ class IsolatePool {
     const all = [...this.idle, ...this.busy];
     this.idle = [];
     await Promise.all(all.map((isolate) => isolate.terminate('torn_down')));
+  }
+
+  // /icebox/restored: every isolate alive now (also those still loading the action) holds a
+  // copy of the action loaded before the call; each gets a new seed and runs its hook. One
+  // that exits on its own meanwhile (the hook called process.exit) fails the call; one the pool
+  // ended (teardown, a failed start) is skipped. Resolves to {isolates: how many were
+  // reseeded, hook: whether any had a hook}; throws a HookError for the first failure.
+  async restore() {
+    const isolates = [...this.live].sort((x, y) => x.id - y.id);
+    const outcomes = await Promise.all(isolates.map((isolate) => isolate.restore(seeds.seedFor('isolate', isolate.id))));
+    let reseeded = 0;
+    let hook = false;
+    let error = null;
+    outcomes.forEach((outcome, i) => {
+      if (outcome.gone) {
+        if (isolates[i].endedBy === null && error === null) error = `The action's isolate ended during iceboxRestored: ${outcome.failure.message}`;
+        return;
+      }
+      reseeded += 1;
+      if (outcome.hook) hook = true;
+      if (outcome.error !== undefined && error === null) error = outcome.error;
+    });
+    if (error !== null) throw new HookError(error);
+    return { isolates: reseeded, hook };
   }
 
   // Answers an isolate's icebox.shared request from the main thread's store.

@@ -8,6 +8,11 @@ const { parentPort, workerData } = require('worker_threads');
 const { InitError, describeError, stackOf } = require('./errors');
 const { setActivationEnv, settle } = require('./response');
 const { remoteSharedApi, install } = require('./shared-api');
+const random = require('./random');
+const { callHook } = require('./hook');
+
+// Before the action is loaded, so a reference to Math.random it keeps is the reseedable one.
+const generator = random.install(Math, workerData.seed);
 
 function forward(fd, stream) {
   // eslint-disable-next-line no-param-reassign
@@ -50,10 +55,13 @@ process.on('uncaughtException', onStrayError);
 process.on('unhandledRejection', onStrayError);
 
 let entry = null;
+let hook; // the action's iceboxRestored, if it has one
 
 parentPort.on('message', (msg) => {
   if (msg.type === 'run') {
     run(msg);
+  } else if (msg.type === 'restored') {
+    restored(msg.seed);
   } else if (msg.type === 'shared-reply') {
     const waiter = pending.get(msg.id);
     pending.delete(msg.id);
@@ -75,12 +83,24 @@ async function run(msg) {
   parentPort.postMessage({ type: 'result', started, response });
 }
 
+// /icebox/restored (lib/isolate-pool.js): the main thread derived this isolate's new seed.
+async function restored(seed) {
+  generator.reseed(seed);
+  let reply;
+  try {
+    reply = { type: 'restored', hook: await callHook(hook) };
+  } catch (err) {
+    reply = { type: 'restored', error: err.message };
+  }
+  parentPort.postMessage(reply);
+}
+
 async function load() {
   try {
     const { code, main, dir } = workerData;
-    entry = dir === null
+    ({ entry, hook } = dir === null
       ? require('./source').load(code, main)
-      : await require('./archive').loadDir(dir, main);
+      : await require('./archive').loadDir(dir, main));
   } catch (err) {
     parentPort.postMessage({ type: 'init-error', reason: err instanceof InitError ? err.message : describeError(err) });
     return;

@@ -15,6 +15,8 @@ const {
 const { ActionCode, ActionContext } = require('./vm-context');
 const { processStore } = require('./shared-store');
 const { localSharedApi, install } = require('./shared-api');
+const { callHook } = require('./hook');
+const seeds = require('./seeds');
 
 
 let config = null;
@@ -52,6 +54,8 @@ async function init(body) {
     install(globalThis, shared, 'shared');
     process.on('uncaughtException', onStrayError);
     process.on('unhandledRejection', onStrayError);
+    // NODE_PATH packages an action requires are loaded in the main context, with its Math.
+    seeds.installMain();
     const main = initTarget(value);
     if (value.binary === true) {
       dir = require('./archive').extract(value.code);
@@ -72,8 +76,11 @@ async function init(body) {
 }
 
 function newContext() {
-  const context = new ActionContext(code, baseEnv, shared);
-  created += 1;
+  // Numbered in creation order: a context's Math.random seed is derived from its number.
+  const id = created + 1;
+  const context = new ActionContext(code, baseEnv, shared, seeds.seedFor('context', id));
+  context.id = id;
+  created = id;
   return context;
 }
 
@@ -155,6 +162,23 @@ async function beforeReclaim() {
   return { contexts_dropped: dropped };
 }
 
+function initialized() {
+  return state === 'ready';
+}
+
+// /icebox/restored (lib/restored.js): every live context holds a copy of the action loaded
+// before this call, so each gets its own new seed and its copy of the hook is called; all are
+// reseeded before the first hook runs. Contexts created later get seeds from the new root.
+async function restoreCopies() {
+  const contexts = [...idle, ...busy].sort((x, y) => x.id - y.id);
+  for (const context of contexts) context.random.reseed(seeds.seedFor('context', context.id));
+  let hook = false;
+  for (const context of contexts) {
+    if (await callHook(context.hook)) hook = true;
+  }
+  return { reseeded: [`Math.random in ${contexts.length} vm context${contexts.length === 1 ? '' : 's'}`], hook };
+}
+
 function sharingStats() {
   return {
     mode: 'shared',
@@ -164,4 +188,6 @@ function sharingStats() {
   };
 }
 
-module.exports = { configure, init, run, beforeReclaim, sharingStats };
+module.exports = {
+  configure, init, run, beforeReclaim, sharingStats, initialized, restoreCopies,
+};

@@ -1,13 +1,14 @@
 'use strict';
 // Loads a single-file action (binary: false). The source is evaluated the way Node evaluates a
 // CommonJS module, so `require` of Node's built-in modules, `module.exports` and `exports` work
-// as usual; a plain top-level `function main` (the classic OpenWhisk style) is found too.
+// as usual; a plain top-level `function main` (the classic OpenWhisk style) is found too, and so
+// is a top-level `function iceboxRestored`. Returns {entry, hook} (lib/entry-point.js).
 
 const Module = require('module');
 const path = require('path');
 const vm = require('vm');
 const { InitError } = require('./errors');
-const { resolveEntry } = require('./entry-point');
+const { resolveEntry, loaded, HOOK } = require('./entry-point');
 
 const FOUND = '__icebox_found__';
 const PARAMS = ['exports', 'require', 'module', '__filename', '__dirname', FOUND];
@@ -31,18 +32,20 @@ function load(code, main) {
     throw located(err);
   }
   let declared;
+  let declaredHook;
   compiled.call(mod.exports, mod.exports, Module.createRequire(filename), mod, filename, dirname,
-    (fn) => { declared = fn; });
+    (fn, hook) => { declared = fn; declaredHook = hook; });
   mod.loaded = true;
-  return declared || resolveEntry(mod.exports, main, 'the code');
+  return loaded(declared || resolveEntry(mod.exports, main, 'the code'), mod.exports, declaredHook);
 }
 
 // Inside the module wrapper a top-level `function main` is a local binding that nothing outside
-// can see, so a statement appended to the source hands it out. `typeof` makes that safe when
-// no such binding exists; a module that returns early at top level simply skips it.
+// can see, so a statement appended to the source hands it (and the hook) out. `typeof` makes
+// that safe when no such binding exists; a module that returns early at top level simply
+// skips it.
 function withLookup(code, main) {
-  if (!isIdentifier(main)) return code;
-  return `${code}\n;${FOUND}(typeof ${main} === 'function' ? ${main} : undefined);`;
+  const lookup = (name) => (isIdentifier(name) ? `typeof ${name} === 'function' ? ${name} : undefined` : 'undefined');
+  return `${code}\n;${FOUND}(${lookup(main)}, ${lookup(HOOK)});`;
 }
 
 function isIdentifier(name) {

@@ -10,7 +10,8 @@ const Module = require('module');
 const path = require('path');
 const vm = require('vm');
 const { InitError } = require('./errors');
-const { resolveEntry } = require('./entry-point');
+const { resolveEntry, loaded } = require('./entry-point');
+const random = require('./random');
 const { withLookup, located, FOUND } = require('./source');
 const { install } = require('./shared-api');
 
@@ -92,21 +93,23 @@ class ActionCode {
     return script;
   }
 
-  // Evaluates the action's module in `context` and returns its entry point.
+  // Evaluates the action's module in `context`; returns {entry, hook} (lib/entry-point.js).
   instantiate(context) {
     if (this.root === null) {
       const mod = new Module(this.filename, null);
       mod.filename = this.filename;
       mod.paths = Module._nodeModulePaths(path.dirname(this.filename));
       let declared;
+      let declaredHook;
       const fn = this.scripts.get(this.filename).runInContext(context);
       fn.call(mod.exports, mod.exports, Module.createRequire(this.filename), mod, this.filename,
-        path.dirname(this.filename), (found) => { declared = found; });
+        path.dirname(this.filename), (found, hook) => { declared = found; declaredHook = hook; });
       mod.loaded = true;
-      return declared || resolveEntry(mod.exports, this.main, 'the code');
+      return loaded(declared || resolveEntry(mod.exports, this.main, 'the code'), mod.exports, declaredHook);
     }
     const modules = new ModuleCache(this, context);
-    return resolveEntry(modules.load(this.filename), this.main, `the module ${path.relative(this.root, this.filename)}`);
+    const exportsValue = modules.load(this.filename);
+    return loaded(resolveEntry(exportsValue, this.main, `the module ${path.relative(this.root, this.filename)}`), exportsValue);
   }
 
   inRoot(filename) {
@@ -170,8 +173,9 @@ function processView(env) {
 }
 
 class ActionContext {
-  // `baseEnv`: the environment at /init; `shared`: the icebox.shared API.
-  constructor(code, baseEnv, shared) {
+  // `baseEnv`: the environment at /init; `shared`: the icebox.shared API; `seed`: 32 bytes for
+  // the context's own Math.random (lib/random.js).
+  constructor(code, baseEnv, shared, seed) {
     this.env = { ...baseEnv };
     const sandbox = {};
     for (const name of NODE_GLOBALS) if (globalThis[name] !== undefined) sandbox[name] = globalThis[name];
@@ -181,7 +185,10 @@ class ActionContext {
     this.global = vm.runInContext('globalThis', this.context);
     Object.defineProperty(this.global, 'global', { value: this.global, writable: true, configurable: true });
     install(this.global, shared, 'shared');
-    this.entry = code.instantiate(this.context);
+    // Before the action's code runs, so a reference to Math.random it keeps is the reseedable
+    // one; compiled in the context, where calls to it are as fast as to V8's own.
+    this.random = random.install(this.global.Math, seed, random.factoryIn(this.context));
+    ({ entry: this.entry, hook: this.hook } = code.instantiate(this.context));
   }
 
   // Calls the entry point; its synchronous part is cut off after `timeoutMs` (null: no limit),

@@ -75,7 +75,7 @@ def call(entry, params):
     except (Terminate, KeyboardInterrupt):
         raise
     except BaseException as exc:  # SystemExit from user code must not stop the proxy
-        _print_traceback(exc)
+        print_traceback(exc)
         return 502, error_body(describe_exception(exc))
     if not isinstance(result, dict):
         return 502, error_body(NOT_A_DICT)
@@ -92,7 +92,7 @@ def error_body(message):
     return jsoncodec.dumps({"error": message})
 
 
-def _print_traceback(exc):
+def print_traceback(exc):
     # Goes to the activation's log (stderr), before the sentinel.
     try:
         import traceback

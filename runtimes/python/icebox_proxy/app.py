@@ -10,6 +10,8 @@ from .shutdown import Terminate
 
 ALREADY_INITIALIZED = "Internal error. Cannot initialize the action more than once."
 NOT_INITIALIZED = "Cannot invoke an uninitialized action."
+NOT_INITIALIZED_RESTORE = ("Cannot restore an uninitialized action: /icebox/restored needs a"
+                           " successful /init first.")
 
 _OK = b'{"ok": true}'
 
@@ -76,6 +78,7 @@ class App:
             "/run": {"POST": self._run},
             "/icebox/stats": {"GET": self._stats},
             "/icebox/reclaim": {"POST": self._reclaim},
+            "/icebox/restored": {"POST": self._restored},
         }
 
     def handle(self, request):
@@ -190,3 +193,23 @@ class App:
                 shown, ", ".join(reclaim.VARIANTS), reclaim.DEFAULT_VARIANT)
             return 400, jsoncodec.dumps({"error": message, "variants": list(reclaim.VARIANTS),
                                          "default": reclaim.DEFAULT_VARIANT}), None
+
+    def _restored(self, request):
+        # No sentinels, as after /init: output of the hook joins the first activation's log.
+        action = self.action
+        if action is None:
+            return _error(403, NOT_INITIALIZED_RESTORE)
+        from . import restore
+
+        try:
+            seed = restore.parse_seed(_parse_object(request.body))
+        except restore.BadRequest as exc:
+            raise _BadRequest(str(exc)) from None
+        # Two overlapping calls must not interleave reseeding and hooks (threaded server).
+        with self._init_lock:
+            reseeded = restore.reseed(seed)
+            try:
+                hook = restore.call_hook(action.module)
+            except restore.HookFailed as exc:
+                return _error(502, str(exc))
+        return 200, jsoncodec.dumps({"ok": True, "reseeded": reseeded, "hook": hook}), None

@@ -21,11 +21,13 @@ class LoadError(Exception):
 
 
 class Action:
-    __slots__ = ("entry", "directory")
+    __slots__ = ("entry", "directory", "module")
 
-    def __init__(self, entry, directory):
+    def __init__(self, entry, directory, module):
         self.entry = entry
         self.directory = directory
+        # For /icebox/restored, which looks the action's hook up in it.
+        self.module = module
 
 
 class _Undo:
@@ -90,7 +92,7 @@ def load(value):
         if not callable(entry):
             raise LoadError("The action's '%s' is not a function (it is a %s)."
                             % (entry_name, type(entry).__name__))
-        return Action(entry, undo.directory)
+        return Action(entry, undo.directory, module)
     except BaseException:
         undo.rollback()
         raise

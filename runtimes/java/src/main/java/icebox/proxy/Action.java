@@ -3,13 +3,16 @@ package icebox.proxy;
 import com.google.gson.JsonObject;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
 import java.nio.file.Path;
 
 /**
  * A loaded action: the user's {@code public static JsonObject main(JsonObject)} in the action
- * classes of one class loader.
+ * classes of one class loader, and its optional {@code public static void iceboxRestored()}.
  */
 final class Action implements Invocable {
+    static final String HOOK = "iceboxRestored";
+
     private final Method entry;
     private final ClassLoader loader;
     private final Path jar;
@@ -41,11 +44,45 @@ final class Action implements Invocable {
      */
     @Override
     public Object invoke(JsonObject args) throws Throwable {
+        return call(entry, args);
+    }
+
+    /** Calls the main class's {@code iceboxRestored()}, as {@link #invoke} calls the entry. */
+    @Override
+    public boolean restored() throws Throwable {
+        Method hook = hook();
+        if (hook == null) {
+            return false;
+        }
+        call(hook);
+        return true;
+    }
+
+    /**
+     * The main class's public no-argument {@code iceboxRestored}, null without one. Looked up
+     * when called rather than at /init: only a restore needs it, so it cannot fail /init.
+     */
+    private Method hook() throws InitException {
+        Method hook;
+        try {
+            hook = Class.forName(className, false, loader).getMethod(HOOK);
+        } catch (NoSuchMethodException | ClassNotFoundException e) {
+            return null;
+        }
+        if (!Modifier.isStatic(hook.getModifiers())) {
+            throw new InitException("Method '" + className + "#" + HOOK + "' must be static.");
+        }
+        // The declaring class need not be public; the method itself is.
+        hook.setAccessible(true);
+        return hook;
+    }
+
+    private Object call(Method method, Object... args) throws Throwable {
         Thread thread = Thread.currentThread();
         ClassLoader previous = thread.getContextClassLoader();
         thread.setContextClassLoader(loader);
         try {
-            return entry.invoke(null, args);
+            return method.invoke(null, args);
         } catch (InvocationTargetException e) {
             throw e.getCause();
         } finally {

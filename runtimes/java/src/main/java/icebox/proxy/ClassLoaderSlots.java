@@ -2,6 +2,8 @@ package icebox.proxy;
 
 import com.google.gson.JsonObject;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * The shared mode (Photons): concurrent activations on threads of one JVM, each in a slot with
@@ -15,6 +17,8 @@ final class ClassLoaderSlots implements Invocable {
     private final int capacity;
     /** Most recently released first: the warmest slot is reused, the rest stay cold. */
     private final ArrayDeque<Action> idle = new ArrayDeque<>();
+    /** Every slot, idle or busy, in creation order. */
+    private final List<Action> all = new ArrayList<>();
     private int busy;
     private int created;
 
@@ -23,6 +27,7 @@ final class ClassLoaderSlots implements Invocable {
         this.template = first;
         this.capacity = capacity;
         idle.push(first);
+        all.add(first);
         created = 1;
     }
 
@@ -52,19 +57,39 @@ final class ClassLoaderSlots implements Invocable {
             busy++;
         }
         // Outside the lock: loading runs the action's static initialisers, which may be slow.
-        boolean ok = false;
+        Action slot = null;
         try {
-            Action slot = template.loadAgain();
-            ok = true;
+            slot = template.loadAgain();
             return slot;
         } finally {
-            if (!ok) {
-                synchronized (this) {
+            synchronized (this) {
+                if (slot != null) {
+                    all.add(slot);
+                } else {
                     created--;
                     busy--;
                 }
             }
         }
+    }
+
+    /**
+     * Calls the hook in every slot loaded so far, idle or busy (each has its own statics to
+     * refresh), one after the other on the calling thread; a busy slot's activation goes on
+     * meanwhile. Slots loaded later run their static initialisers after the restore and get
+     * no call.
+     */
+    @Override
+    public boolean restored() throws Throwable {
+        List<Action> slots;
+        synchronized (this) {
+            slots = new ArrayList<>(all);
+        }
+        boolean hook = false;
+        for (Action slot : slots) {
+            hook |= slot.restored();
+        }
+        return hook;
     }
 
     private synchronized void release(Action slot) {

@@ -60,6 +60,9 @@ final class Proxy {
             case "/icebox/reclaim":
                 return method.equals("POST") ? reclaim(request.body())
                         : Response.methodNotAllowed("POST");
+            case "/icebox/restored":
+                return method.equals("POST") ? Restored.handle(request.body(), action)
+                        : Response.methodNotAllowed("POST");
             default:
                 return Response.error(404, "Not found: " + request.path());
         }

@@ -1,0 +1,115 @@
+'use strict';
+// POST /icebox/restored in the shared and isolate modes: every vm context and every isolate has
+// its own Math.random, reseeded with its own seed derived from the daemon's, and its own copy
+// of the action, whose hook is called in each copy loaded before the call.
+
+const assert = require('node:assert/strict');
+const { test } = require('node:test');
+const { startProxy, sourceOf } = require('../testlib/proxy');
+const { barrier, waitForSharing } = require('../testlib/actions');
+
+const SEED_A = 'a1'.repeat(32);
+const SEED_B = 'b2'.repeat(32);
+const SHARED = { ICEBOX_SHARING: 'shared', ICEBOX_CONCURRENCY: '4' };
+const ISOLATE = { ICEBOX_SHARING: 'isolate', ICEBOX_CONCURRENCY: '4', ICEBOX_ISOLATE_MEMORY_MB: '32' };
+
+const restored = (proxy, seed) => proxy.request('POST', '/icebox/restored', { instance: 'inst', seed });
+
+// `restoredCount` is per copy of the action (a context's or an isolate's module state).
+async function main(params) {
+  const numbers = [Math.random(), Math.random(), Math.random()];
+  if (params.wait) await barrier(params.wait, params.n || 2);
+  return { restoredCount, numbers };
+}
+function iceboxRestored() {
+  restoredCount += 1;
+}
+const CODE = { code: `let restoredCount = 0;\n${sourceOf(barrier, main, iceboxRestored)}` };
+
+async function started(t, env, code = CODE) {
+  const proxy = await startProxy(t, env);
+  const init = await proxy.init(code);
+  assert.equal(init.status, 200, init.text);
+  return proxy;
+}
+
+// `n` overlapping activations (so each gets a copy of its own); their bodies.
+async function overlapping(proxy, n, wait) {
+  const runs = await Promise.all(Array.from({ length: n }, () => proxy.run({ wait, n })));
+  for (const run of runs) assert.equal(run.status, 200, run.text);
+  return runs.map((run) => run.body);
+}
+
+const byNumbers = (bodies) => [...bodies].sort((x, y) => x.numbers[0] - y.numbers[0]);
+
+test('shared mode: each vm context is reseeded with its own seed and runs its hook', async (t) => {
+  const proxies = await Promise.all([SEED_A, SEED_A, SEED_B].map(() => started(t, SHARED)));
+  // Two contexts in each, both loaded before the restore.
+  for (const proxy of proxies) await overlapping(proxy, 2, 'before');
+  for (const [proxy, seed] of [[proxies[0], SEED_A], [proxies[1], SEED_A], [proxies[2], SEED_B]]) {
+    const reply = await restored(proxy, seed);
+    assert.equal(reply.status, 200, reply.text);
+    assert.deepEqual(reply.body, { ok: true, reseeded: ['Math.random', 'Math.random in 2 vm contexts'], hook: true });
+  }
+  const [first, second, third] = await Promise.all(proxies.map((proxy) => overlapping(proxy, 2, 'after').then(byNumbers)));
+  assert.deepEqual(first.map((body) => body.restoredCount), [1, 1], 'the hook ran in both contexts');
+  assert.notDeepEqual(first[0].numbers, first[1].numbers, 'contexts draw different numbers');
+  assert.deepEqual(second, first, 'the same seed gives the same numbers');
+  assert.notDeepEqual(third.map((body) => body.numbers), first.map((body) => body.numbers));
+
+  // A context created after the restore loaded the action afterwards: no hook, but a seed
+  // derived from the daemon's as well.
+  const [again, againToo] = await Promise.all(proxies.slice(0, 2).map((proxy) => overlapping(proxy, 3, 'three').then(byNumbers)));
+  assert.deepEqual(again.map((body) => body.restoredCount).sort(), [0, 1, 1]);
+  assert.deepEqual(againToo, again);
+});
+
+test('shared mode: a hook that throws in any context is a 502 and the proxy serves on', async (t) => {
+  const code = 'exports.iceboxRestored = () => { throw new Error("cannot reconnect"); }; exports.main = () => ({ served: true });';
+  const proxy = await started(t, SHARED, { code });
+  const reply = await restored(proxy, SEED_A);
+  assert.equal(reply.status, 502);
+  assert.deepEqual(reply.body, { error: 'Error: cannot reconnect' });
+  assert.deepEqual((await proxy.run({})).body, { served: true });
+});
+
+test('isolate mode: each isolate is reseeded with its own seed and runs its hook', async (t) => {
+  const env = { ...ISOLATE, ICEBOX_ISOLATE_POOL: '2' };
+  const proxies = await Promise.all([SEED_A, SEED_A, SEED_B].map(() => started(t, env)));
+  // The pool's second isolate is started in the background after /init.
+  for (const proxy of proxies) await waitForSharing(proxy, (sharing) => sharing.isolates.live === 2, 'two isolates');
+  for (const [proxy, seed] of [[proxies[0], SEED_A], [proxies[1], SEED_A], [proxies[2], SEED_B]]) {
+    const reply = await restored(proxy, seed);
+    assert.equal(reply.status, 200, reply.text);
+    assert.deepEqual(reply.body, { ok: true, reseeded: ['Math.random', 'Math.random in 2 isolates'], hook: true });
+  }
+  const [first, second, third] = await Promise.all(proxies.map((proxy) => overlapping(proxy, 2, 'after').then(byNumbers)));
+  assert.deepEqual(first.map((body) => body.restoredCount), [1, 1], 'the hook ran in both isolates');
+  assert.notDeepEqual(first[0].numbers, first[1].numbers, 'isolates draw different numbers');
+  assert.deepEqual(second, first, 'the same seed gives the same numbers');
+  assert.notDeepEqual(third.map((body) => body.numbers), first.map((body) => body.numbers));
+});
+
+test('isolate mode: an isolate started after the restore gets no hook call but a derived seed', async (t) => {
+  const proxies = await Promise.all([1, 2].map(() => started(t, ISOLATE)));
+  for (const proxy of proxies) {
+    assert.deepEqual((await restored(proxy, SEED_A)).body, { ok: true, reseeded: ['Math.random', 'Math.random in 1 isolate'], hook: true });
+  }
+  // The pool holds one isolate: the second activation starts a new one.
+  const [first, second] = await Promise.all(proxies.map((proxy) => overlapping(proxy, 2, 'fresh').then(byNumbers)));
+  assert.deepEqual(first.map((body) => body.restoredCount).sort(), [0, 1]);
+  assert.deepEqual(second, first);
+});
+
+test('isolate mode: a hook that throws, or ends its isolate, is a 502 and the proxy serves on', async (t) => {
+  for (const [hook, error] of [
+    ['throw new Error("cannot reconnect")', 'Error: cannot reconnect'],
+    ['process.exit(3)', "The action's isolate ended during iceboxRestored: The action's isolate exited with code 3."],
+  ]) {
+    const proxy = await started(t, ISOLATE, { code: `exports.iceboxRestored = () => { ${hook}; }; exports.main = () => ({ served: true });` });
+    const reply = await restored(proxy, SEED_A);
+    assert.equal(reply.status, 502);
+    assert.deepEqual(reply.body, { error });
+    assert.deepEqual((await proxy.run({})).body, { served: true });
+  }
+});
