@@ -150,3 +150,14 @@ impl Vm {
         }
     }
 }
+
+impl Drop for Vm {
+    /// Nobody can reach a VM whose handle is gone: it must not outlive it (a panicking test,
+    /// an abandoned start). A daemon that crashes runs no Drop; its VMs are orphans for
+    /// `cleanup_orphans`.
+    fn drop(&mut self) {
+        if self.qemu.exit_status().is_none() {
+            self.qemu.kill();
+        }
+    }
+}

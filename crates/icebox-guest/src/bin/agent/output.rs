@@ -23,10 +23,14 @@ struct State {
     closed: bool,
 }
 
+/// Two wake-ups, one per direction, so neither side wakes itself.
 #[derive(Default)]
 pub struct Output {
     state: Mutex<State>,
-    changed: Notify,
+    /// Bytes arrived, the output closed, or the reader was replaced.
+    data_ready: Notify,
+    /// Bytes were taken or the reader went away.
+    space_ready: Notify,
 }
 
 impl Output {
@@ -45,7 +49,7 @@ impl Output {
 
     async fn push(&self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
-            let notified = self.changed.notified();
+            let notified = self.space_ready.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
@@ -65,7 +69,7 @@ impl Output {
                     bytes = &bytes[n..];
                 }
             }
-            self.changed.notify_waiters();
+            self.data_ready.notify_waiters();
             if !bytes.is_empty() {
                 notified.await;
             }
@@ -74,7 +78,7 @@ impl Output {
 
     pub fn close(&self) {
         self.state.lock().unwrap().closed = true;
-        self.changed.notify_waiters();
+        self.data_ready.notify_waiters();
     }
 
     /// Become the reader; the previous reader (if any) gets `None` from then on.
@@ -84,7 +88,8 @@ impl Output {
         s.reader = s.next_reader;
         let generation = s.reader;
         drop(s);
-        self.changed.notify_waiters();
+        self.data_ready.notify_waiters();
+        self.space_ready.notify_waiters();
         Reader {
             output: self.clone(),
             generation,
@@ -116,7 +121,7 @@ impl Reader {
     /// over).
     pub async fn next(&self) -> Option<Vec<u8>> {
         loop {
-            let notified = self.output.changed.notified();
+            let notified = self.output.data_ready.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
@@ -128,7 +133,7 @@ impl Reader {
                     let n = s.data.len().min(CHUNK);
                     let out: Vec<u8> = s.data.drain(..n).collect();
                     drop(s);
-                    self.output.changed.notify_waiters();
+                    self.output.space_ready.notify_waiters();
                     return Some(out);
                 }
                 if s.closed {
@@ -147,7 +152,7 @@ impl Drop for Reader {
             s.reader = 0;
         }
         drop(s);
-        self.output.changed.notify_waiters();
+        self.output.space_ready.notify_waiters();
     }
 }
 
