@@ -25,6 +25,8 @@ pub struct VmBackendConfig {
     pub accel: AccelChoice,
     pub qemu: String,
     pub vcpus: u32,
+    /// TCG translation cache per VM (see [`VmConfig::tcg_tb_mib`]); `None`: QEMU's default.
+    pub tcg_tb_mib: Option<u64>,
     /// Guest RAM beyond the instance's memory limit: kernel, agent, page cache of the runtime's
     /// files (see docs/vm.md for how it was measured).
     pub guest_overhead_mib: u64,
@@ -45,6 +47,7 @@ impl VmBackendConfig {
             accel: AccelChoice::Auto,
             qemu: "qemu-system-x86_64".to_string(),
             vcpus: 1,
+            tcg_tb_mib: None,
             guest_overhead_mib: 160,
             boot_timeout: Duration::from_secs(90),
             ready_timeout: Duration::from_secs(120),
@@ -143,6 +146,7 @@ impl VmBackend {
             &self.image,
         );
         config.vcpus = self.cfg.vcpus;
+        config.tcg_tb_mib = self.cfg.tcg_tb_mib;
         let paths = VmPaths::new(dir);
         let vm = Vm::boot(&self.cfg.qemu, config, paths, self.cfg.boot_timeout)
             .await

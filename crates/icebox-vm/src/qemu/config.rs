@@ -41,6 +41,9 @@ pub struct NumaNodeConfig {
 pub struct VmConfig {
     pub name: String,
     pub accel: Accel,
+    /// TCG's translation cache in MiB (QEMU's default is 1 GiB, filled as guest code is
+    /// translated: it is most of an idle TCG VM's host memory). Ignored under KVM.
+    pub tcg_tb_mib: Option<u64>,
     pub vcpus: u32,
     /// Boot memory; with `numa` the nodes' memory must add up to it.
     pub memory_mib: u64,
@@ -74,6 +77,7 @@ impl VmConfig {
         VmConfig {
             name: name.to_string(),
             accel,
+            tcg_tb_mib: None,
             vcpus: 1,
             memory_mib,
             memory_backend: MemoryBackend::Ram,
@@ -254,6 +258,7 @@ mod tests {
         VmConfig {
             name: "t".into(),
             accel: Accel::Tcg,
+            tcg_tb_mib: None,
             vcpus: 2,
             memory_mib: 512,
             memory_backend: MemoryBackend::Ram,
