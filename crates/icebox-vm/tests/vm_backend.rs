@@ -180,6 +180,15 @@ async fn killing_qemu_ends_the_instance_and_destroy_leaves_nothing() {
         .await
         .expect("the instance ends");
     assert_eq!(sandbox.exit_cause(), Some(ExitCause::Exited));
+    let vm = sandbox
+        .as_any()
+        .downcast_ref::<icebox_vm::VmSandbox>()
+        .unwrap();
+    assert!(
+        vm.exit_reason().unwrap().starts_with("QEMU exited"),
+        "{:?}",
+        vm.exit_reason()
+    );
     assert!(sandbox.pids().is_empty());
     sandbox.destroy().await;
     assert!(!dir.exists());

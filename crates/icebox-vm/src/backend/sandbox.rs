@@ -151,15 +151,22 @@ async fn watch(me: std::sync::Weak<VmSandbox>, mut events: EventStream) {
             }
         }
     };
+    let session_ended = async {
+        // The session usually ends because QEMU did: say so, once its status is in.
+        match tokio::time::timeout(Duration::from_secs(2), qemu.exited()).await {
+            Ok(status) => format!("QEMU exited ({status})"),
+            Err(_) => "the guest agent session ended".to_string(),
+        }
+    };
     let (cause, reason) = tokio::select! {
         exit = runtime_exit => match exit {
             Some((code, signal, oom)) => (
                 if oom { ExitCause::OutOfMemory } else { ExitCause::Exited },
                 format!("the runtime exited (code {code:?}, signal {signal:?}, OOM-killed: {oom})"),
             ),
-            None => (ExitCause::Exited, "the guest agent session ended".to_string()),
+            None => (ExitCause::Exited, session_ended.await),
         },
-        _ = agent.closed() => (ExitCause::Exited, "the guest agent session ended".to_string()),
+        _ = agent.closed() => (ExitCause::Exited, session_ended.await),
         status = qemu.exited() => (ExitCause::Exited, format!("QEMU exited ({status})")),
         reason = pings => (ExitCause::Exited, reason),
     };
