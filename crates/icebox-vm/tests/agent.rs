@@ -131,3 +131,101 @@ async fn exits_are_events_and_replayed_to_a_new_events_stream() {
     assert_eq!(&got, b"THROUGH THE PORT");
     vm.shutdown(Duration::from_secs(2)).await;
 }
+
+/// The building block of N:1 VMs: a second guest NUMA node with its own vCPU and a
+/// virtio-mem device, plugged over QMP, an instance bound to it, unplugged after it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_bound_to_a_hot_plugged_numa_node() {
+    use icebox_vm::qemu::{NumaNodeConfig, VirtioMem};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = VmConfig::new("numa-test", accel().await, 256, &image());
+    config.vcpus = 2;
+    config.numa = vec![
+        NumaNodeConfig {
+            memory_mib: 256,
+            cpus: vec![0],
+            virtio_mem: None,
+        },
+        NumaNodeConfig {
+            memory_mib: 0,
+            cpus: vec![1],
+            virtio_mem: Some(VirtioMem {
+                max_mib: 512,
+                requested_mib: 0,
+                block_mib: 2,
+            }),
+        },
+    ];
+    let vm = Vm::boot(
+        "qemu-system-x86_64",
+        config,
+        VmPaths::new(dir.path()),
+        Duration::from_secs(90),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let nodes = &vm.agent.hello_info().numa_nodes;
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    assert_eq!(nodes[1].cpus, vec![1]);
+    assert_eq!(nodes[1].memory_total_bytes, 0);
+
+    vm.qmp
+        .qom_set(
+            "/machine/peripheral/vm1",
+            "requested-size",
+            serde_json::json!(256u64 << 20),
+        )
+        .await
+        .unwrap();
+    let mut plugged = 0;
+    for _ in 0..300 {
+        plugged = vm.agent.stats().await.unwrap().nodes[&1]["MemTotal"];
+        if plugged >= 200 << 20 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(plugged >= 200 << 20, "node 1 has {plugged} bytes");
+
+    let hog = "import time\nb = bytearray(64 << 20)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\nprint('held', flush=True)\ntime.sleep(600)\n";
+    let mut req = shell("bound", hog);
+    req.memory_limit_bytes = 200 << 20;
+    req.numa_node = Some(1);
+    vm.agent.start(&req).await.unwrap();
+    let mut out = vm.agent.open_output("bound", 1).await.unwrap();
+    let mut line = vec![0u8; 16];
+    let n = out.read(&mut line).await.unwrap();
+    assert_eq!(&line[..n], b"held\n");
+    let stats = vm.agent.stats().await.unwrap();
+    let node1_used = stats.nodes[&1]["MemUsed"];
+    assert!(node1_used >= 64 << 20, "node 1 uses {node1_used} bytes");
+
+    vm.agent.stop("bound").await.unwrap();
+    vm.qmp
+        .qom_set(
+            "/machine/peripheral/vm1",
+            "requested-size",
+            serde_json::json!(0),
+        )
+        .await
+        .unwrap();
+    let mut size = u64::MAX;
+    for _ in 0..600 {
+        size = vm
+            .qmp
+            .qom_get("/machine/peripheral/vm1", "size")
+            .await
+            .unwrap()
+            .as_u64()
+            .unwrap();
+        if size == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        size, 0,
+        "the partition is unplugged once its instance is gone"
+    );
+    vm.shutdown(Duration::from_secs(2)).await;
+}
