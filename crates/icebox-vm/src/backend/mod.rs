@@ -219,6 +219,14 @@ impl SandboxBackend for VmBackend {
 
     async fn start(&self, spec: InstanceSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
         let dir = self.instances_dir.join(&spec.id);
+        // QEMU binds its sockets by path: sun_path holds 107 bytes.
+        let longest = VmPaths::new(&dir).qmp_sync_socket;
+        if longest.as_os_str().len() > 107 {
+            return Err(SandboxError::StartFailed(format!(
+                "{} is too long for a UNIX socket path: use a shorter state directory",
+                longest.display()
+            )));
+        }
         std::fs::create_dir_all(&dir)?;
         match self.start_in(&spec, &dir).await {
             Ok(s) => Ok(s),
