@@ -97,6 +97,7 @@ if [ ! -f examples/java/target/icebox-examples.jar ] || [ -n "$(find examples/ja
   mvn -B -q -f examples/java/pom.xml -DskipTests package
 fi
 
+scripts/guest/build.sh  # the microVM guest image (docs/vm.md) into .tools/guest
 # The real OpenWhisk npm client, for the compatibility test.
 if [ -f tests/integration/openwhisk-client/package.json ] && [ ! -d tests/integration/openwhisk-client/node_modules ]; then
   say "npm ci (openwhisk client)"

@@ -1,3 +1,23 @@
-//! QEMU microVM backends for icebox (docs/vm.md): `vm` runs one instance per VM, `vm-shared`
-//! runs Squeezy's N:1 VMs, one guest NUMA node + virtio-mem device + vCPU per instance
-//! partition. Both implement icebox-sandbox's `SandboxBackend`.
+//! QEMU microVM backends for icebox (docs/vm.md). `vm` runs one instance per VM; the pieces
+//! it is built from are public so N:1 VMs and VM snapshots reuse them:
+//!
+//! - [`GuestImage`]: the kernel, initramfs and root image scripts/guest/build.sh writes.
+//! - [`accel`]: KVM only where a probe VM boots with it, else TCG.
+//! - [`qemu`]: the command-line builder ([`VmConfig`]) and the process ([`QemuProcess`]).
+//! - [`qmp`]: QEMU's machine protocol, async and blocking.
+//! - [`Vm`]: one booted VM with its agent session and QMP connections.
+//! - [`VmBackend`] / [`VmSandbox`]: the `vm` sandbox backend.
+
+pub mod accel;
+pub mod backend;
+pub mod image;
+pub mod qemu;
+pub mod qmp;
+pub mod vm;
+
+pub use accel::{Accel, AccelChoice};
+pub use backend::{VmBackend, VmBackendConfig, VmSandbox};
+pub use image::GuestImage;
+pub use qemu::{QemuProcess, VmConfig};
+pub use qmp::{Qmp, QmpSync};
+pub use vm::{Vm, VmPaths};

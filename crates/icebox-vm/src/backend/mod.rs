@@ -1,0 +1,252 @@
+//! The `vm` backend: one instance per QEMU VM (AWS Lambda's 1:1 model).
+
+mod orphans;
+mod sandbox;
+
+pub use sandbox::VmSandbox;
+
+use crate::accel::{self, Accel, AccelChoice};
+use crate::image::GuestImage;
+use crate::qemu::VmConfig;
+use crate::vm::{BootError, Vm, VmPaths};
+use async_trait::async_trait;
+use icebox_guest::protocol::StartRequest;
+use icebox_guest::AgentError;
+use icebox_sandbox::{InstanceSpec, LogCollector, Sandbox, SandboxBackend, SandboxError};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+#[derive(Debug, Clone)]
+pub struct VmBackendConfig {
+    /// The daemon's state directory; VMs live in `<state>/vm-instances/<id>`.
+    pub state_dir: PathBuf,
+    pub image_dir: PathBuf,
+    pub accel: AccelChoice,
+    pub qemu: String,
+    pub vcpus: u32,
+    /// TCG translation cache per VM (see [`VmConfig::tcg_tb_mib`]); `None`: QEMU's default.
+    pub tcg_tb_mib: Option<u64>,
+    /// Guest RAM beyond the instance's memory limit: kernel, agent, page cache of the runtime's
+    /// files (see docs/vm.md for how it was measured).
+    pub guest_overhead_mib: u64,
+    /// From QEMU's start to the agent's hello.
+    pub boot_timeout: Duration,
+    /// From exec of the runtime to its proxy accepting, inside the guest.
+    pub ready_timeout: Duration,
+    /// How often an idle (not frozen) VM's agent is pinged, and how long it may take.
+    pub ping_interval: Duration,
+    pub ping_timeout: Duration,
+}
+
+impl VmBackendConfig {
+    pub fn new(state_dir: &Path, image_dir: &Path) -> VmBackendConfig {
+        VmBackendConfig {
+            state_dir: state_dir.to_path_buf(),
+            image_dir: image_dir.to_path_buf(),
+            accel: AccelChoice::Auto,
+            qemu: "qemu-system-x86_64".to_string(),
+            vcpus: 1,
+            tcg_tb_mib: None,
+            guest_overhead_mib: 160,
+            boot_timeout: Duration::from_secs(90),
+            ready_timeout: Duration::from_secs(120),
+            ping_interval: Duration::from_secs(2),
+            ping_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+pub struct VmBackend {
+    cfg: VmBackendConfig,
+    image: GuestImage,
+    accel: Accel,
+    instances_dir: PathBuf,
+}
+
+impl VmBackend {
+    /// Opens the guest image and settles the accelerator (a probe VM for `auto`/`kvm`).
+    pub async fn new(cfg: VmBackendConfig) -> anyhow::Result<VmBackend> {
+        let image = GuestImage::open(&cfg.image_dir)?;
+        let accel = accel::resolve(cfg.accel, &cfg.qemu, &image).await?;
+        let instances_dir = cfg.state_dir.join("vm-instances");
+        std::fs::create_dir_all(&instances_dir)?;
+        Ok(VmBackend {
+            cfg,
+            image,
+            accel,
+            instances_dir,
+        })
+    }
+
+    pub fn accel(&self) -> Accel {
+        self.accel
+    }
+
+    pub fn image(&self) -> &GuestImage {
+        &self.image
+    }
+
+    pub fn instances_dir(&self) -> &Path {
+        &self.instances_dir
+    }
+
+    /// Guest RAM for an instance with this memory limit.
+    pub fn vm_memory_mib(&self, memory_limit_bytes: u64) -> u64 {
+        memory_limit_bytes.div_ceil(1 << 20) + self.cfg.guest_overhead_mib
+    }
+
+    /// What the agent is asked to run for `spec`: the runtime as its manifest says, with the
+    /// runtime directory where the image put it.
+    pub fn start_request(&self, spec: &InstanceSpec) -> Result<StartRequest, SandboxError> {
+        let name = spec
+            .runtime
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let guest_dir = self.image.runtime_dir(&name).ok_or_else(|| {
+            SandboxError::StartFailed(format!(
+                "the guest image has no runtime '{name}' (rebuild it with scripts/guest/build.sh)"
+            ))
+        })?;
+        let mut env = vec![(
+            "ICEBOX_CONCURRENCY".to_string(),
+            spec.concurrency.to_string(),
+        )];
+        env.extend(spec.runtime.env_for(&guest_dir, spec.memory_limit_bytes));
+        env.extend(spec.env.iter().cloned());
+        Ok(StartRequest {
+            instance: spec.id.clone(),
+            argv: spec.runtime.argv(&guest_dir, spec.memory_limit_bytes),
+            env,
+            memory_limit_bytes: spec.memory_limit_bytes,
+            pids_max: spec.pids_max,
+            tmp_bytes: spec.tmp_bytes,
+            numa_node: None,
+            wait_ready_ms: Some(self.cfg.ready_timeout.as_millis() as u64),
+        })
+    }
+
+    async fn start_in(
+        &self,
+        spec: &InstanceSpec,
+        dir: &Path,
+    ) -> Result<Arc<VmSandbox>, SandboxError> {
+        if spec.network {
+            return Err(SandboxError::StartFailed(
+                "the vm backend gives instances no network (the action asks for it)".into(),
+            ));
+        }
+        let request = self.start_request(spec)?;
+        let mut config = VmConfig::new(
+            &format!("icebox-{}", spec.id),
+            self.accel,
+            self.vm_memory_mib(spec.memory_limit_bytes),
+            &self.image,
+        );
+        config.vcpus = self.cfg.vcpus;
+        config.tcg_tb_mib = self.cfg.tcg_tb_mib;
+        let paths = VmPaths::new(dir);
+        let vm = Vm::boot(&self.cfg.qemu, config, paths, self.cfg.boot_timeout)
+            .await
+            .map_err(|e| match e {
+                BootError::AgentTimeout { .. } => {
+                    SandboxError::StartFailed(format!("the VM did not boot: {e}"))
+                }
+                e => SandboxError::StartFailed(e.to_string()),
+            })?;
+        let sandbox = VmSandbox::new(
+            spec.id.clone(),
+            vm,
+            Arc::new(LogCollector::new()),
+            self.cfg.clone(),
+        );
+        // From here on a failure must end the VM.
+        match self.start_runtime(&sandbox, &request).await {
+            Ok(()) => Ok(sandbox),
+            Err(e) => {
+                sandbox.destroy().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_runtime(
+        &self,
+        sandbox: &Arc<VmSandbox>,
+        request: &StartRequest,
+    ) -> Result<(), SandboxError> {
+        let agent = &sandbox.vm().agent;
+        let failed = |what: &str, e: AgentError| SandboxError::StartFailed(format!("{what}: {e}"));
+        // The guest clock starts from the RTC (whole seconds); deadlines need better.
+        agent
+            .set_time(SystemTime::now())
+            .await
+            .map_err(|e| failed("set_time", e))?;
+        let events = agent.events().await.map_err(|e| failed("events", e))?;
+        match agent.start(request).await {
+            Ok(_) => {}
+            Err(AgentError::Refused(why)) => return Err(SandboxError::StartFailed(why)),
+            Err(AgentError::Timeout(t)) => {
+                return Err(SandboxError::StartTimeout(t.as_millis() as u64))
+            }
+            Err(e) => return Err(failed("start", e)),
+        }
+        sandbox
+            .attach(events)
+            .await
+            .map_err(|e| failed("output", e))?;
+        if !sandbox.client().wait_ready(Duration::from_secs(10)).await {
+            return Err(SandboxError::StartFailed(
+                "the host socket forwarder does not accept".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl SandboxBackend for VmBackend {
+    fn name(&self) -> &'static str {
+        "vm"
+    }
+
+    /// The host has no cgroup of its own per VM (the guest has cgroup v2 inside).
+    fn cgroup_version(&self) -> &'static str {
+        "none"
+    }
+
+    async fn start(&self, spec: InstanceSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
+        let dir = self.instances_dir.join(&spec.id);
+        // QEMU binds its sockets by path: sun_path holds 107 bytes.
+        let longest = VmPaths::new(&dir).qmp_sync_socket;
+        if longest.as_os_str().len() > 107 {
+            return Err(SandboxError::StartFailed(format!(
+                "{} is too long for a UNIX socket path: use a shorter state directory",
+                longest.display()
+            )));
+        }
+        std::fs::create_dir_all(&dir)?;
+        match self.start_in(&spec, &dir).await {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                // A VM that never became a sandbox: make sure its QEMU is gone with its files.
+                orphans::kill_recorded(&dir).await;
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(e)
+            }
+        }
+    }
+
+    async fn cleanup_orphans(&self) -> anyhow::Result<usize> {
+        orphans::cleanup(&self.instances_dir).await
+    }
+
+    async fn shutdown(&self) {}
+}
+
+/// The host socket path RuntimeClient connects to for an instance in `dir`.
+pub(crate) fn host_socket(dir: &Path) -> PathBuf {
+    dir.join("proxy.sock")
+}
