@@ -71,6 +71,20 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_ISOLATION", default_value = "auto")]
     pub isolation: NodeIsolation,
 
+    /// VM backends (vm, vm-shared): on, or off (then only a node whose --isolation is vm or
+    /// vm-shared has them). Off by default because finding the accelerator may boot a probe VM.
+    #[arg(long, env = "ICEBOX_VM_BACKENDS", default_value = "off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub vm_backends: bool,
+
+    /// The guest image scripts/guest/build.sh writes (default: `.tools/guest` next to the
+    /// runtimes directory).
+    #[arg(long, env = "ICEBOX_VM_IMAGE")]
+    pub vm_image: Option<PathBuf>,
+
+    /// VM accelerator: auto (KVM where a probe VM boots with it, else TCG), kvm or tcg.
+    #[arg(long, env = "ICEBOX_VM_ACCEL", default_value = "auto")]
+    pub vm_accel: icebox_vm::AccelChoice,
+
     /// Snapshots: on (actions with the `icebox.snapshot` annotation are snapshotted after
     /// /init and restored from it) or off (never).
     #[arg(long, env = "ICEBOX_SNAPSHOTS", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
@@ -337,6 +351,23 @@ impl Config {
             faasmem,
             tmo,
             group_pages: self.faasmem_group_pages,
+        })
+    }
+
+    /// Whether this node starts its VM backends.
+    pub fn wants_vm_backends(&self) -> bool {
+        self.vm_backends || matches!(self.isolation, NodeIsolation::Vm | NodeIsolation::VmShared)
+    }
+
+    /// The guest image directory: explicit, else `.tools/guest` beside the runtimes
+    /// directory (a checkout's, where setup builds it).
+    pub fn resolve_vm_image(&self, runtimes_dir: &std::path::Path) -> PathBuf {
+        self.vm_image.clone().unwrap_or_else(|| {
+            runtimes_dir
+                .parent()
+                .unwrap_or(std::path::Path::new("."))
+                .join(".tools")
+                .join("guest")
         })
     }
 

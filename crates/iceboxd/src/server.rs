@@ -94,12 +94,21 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         Some(_) => String::new(),
         None => format!("http://{}", cfg.listen),
     };
+    let vm = vm_backend(&cfg, &state_dir, &runtimes_dir).await;
     let backends = crate::pool::backends::Backends::new(
         cfg.isolation.default_isolation(),
         backend.clone() as Arc<dyn SandboxBackend>,
-        crate::pool::backends::Slot::Unavailable("not built into this node yet".into()),
-        crate::pool::backends::Slot::Unavailable("not built into this node yet".into()),
+        vm,
+        crate::pool::backends::Slot::Unavailable(
+            "the vm-shared backend is not built into this node yet".into(),
+        ),
     );
+    if let Err(why) = backends.get(cfg.isolation.default_isolation()) {
+        anyhow::bail!(
+            "--isolation {}: {why}",
+            cfg.isolation.default_isolation().as_str()
+        );
+    }
     let pool = Pool::new(
         backends,
         runtimes,
@@ -213,6 +222,44 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     .await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The `vm` backend when this node wants VM backends and can start them (root, QEMU, the
+/// guest image), else why not.
+async fn vm_backend(
+    cfg: &Config,
+    state_dir: &Path,
+    runtimes_dir: &Path,
+) -> crate::pool::backends::Slot {
+    use crate::pool::backends::Slot;
+    if !cfg.wants_vm_backends() {
+        return Slot::Unavailable(
+            "VM backends are off on this node (start iceboxd with --vm-backends on, or \
+             --isolation vm)"
+                .into(),
+        );
+    }
+    if unsafe { libc::geteuid() } != 0 {
+        return Slot::Unavailable("VM backends need root".into());
+    }
+    let image = cfg.resolve_vm_image(runtimes_dir);
+    let mut vm_cfg = icebox_vm::VmBackendConfig::new(state_dir, &image);
+    vm_cfg.accel = cfg.vm_accel;
+    match icebox_vm::VmBackend::new(vm_cfg).await {
+        Ok(vm) => {
+            tracing::info!(accel = ?vm.accel(), image = %image.display(), "VM backend ready");
+            match vm.cleanup_orphans().await {
+                Ok(n) if n > 0 => tracing::warn!("removed {n} VM(s) left behind by an earlier run"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("cannot clean up VMs of an earlier run: {e}"),
+            }
+            Slot::Ready(Arc::new(vm))
+        }
+        Err(e) => {
+            tracing::warn!("no vm backend: {e:#}");
+            Slot::Unavailable(format!("{e:#}"))
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -47,8 +47,6 @@ impl std::str::FromStr for Isolation {
 
 /// A backend, or why this node has none of that kind.
 pub enum Slot {
-    // Constructed once server.rs wires the VM backends (issue 11, in progress).
-    #[allow(dead_code)]
     Ready(Arc<dyn SandboxBackend>),
     Unavailable(String),
 }
