@@ -96,6 +96,20 @@ impl VmBackend {
         memory_limit_bytes.div_ceil(1 << 20) + self.cfg.guest_overhead_mib
     }
 
+    /// The VM an instance with this memory limit gets. A snapshot restore must use the same
+    /// layout (devices, memory) as the VM it was taken from: build both from here.
+    pub fn vm_config(&self, id: &str, memory_limit_bytes: u64) -> VmConfig {
+        let mut config = VmConfig::new(
+            &format!("icebox-{id}"),
+            self.accel,
+            self.vm_memory_mib(memory_limit_bytes),
+            &self.image,
+        );
+        config.vcpus = self.cfg.vcpus;
+        config.tcg_tb_mib = self.cfg.tcg_tb_mib;
+        config
+    }
+
     /// What the agent is asked to run for `spec`: the runtime as its manifest says, with the
     /// runtime directory where the image put it.
     pub fn start_request(&self, spec: &InstanceSpec) -> Result<StartRequest, SandboxError> {
@@ -139,14 +153,7 @@ impl VmBackend {
             ));
         }
         let request = self.start_request(spec)?;
-        let mut config = VmConfig::new(
-            &format!("icebox-{}", spec.id),
-            self.accel,
-            self.vm_memory_mib(spec.memory_limit_bytes),
-            &self.image,
-        );
-        config.vcpus = self.cfg.vcpus;
-        config.tcg_tb_mib = self.cfg.tcg_tb_mib;
+        let config = self.vm_config(&spec.id, spec.memory_limit_bytes);
         let paths = VmPaths::new(dir);
         let vm = Vm::boot(&self.cfg.qemu, config, paths, self.cfg.boot_timeout)
             .await
