@@ -7,12 +7,14 @@
 //! - [`qmp`]: QEMU's machine protocol, async and blocking.
 //! - [`Vm`]: one booted VM with its agent session and QMP connections.
 //! - [`VmBackend`] / [`VmSandbox`]: the `vm` sandbox backend.
+//! - [`shared`]: the `vm-shared` backend (Squeezy's N:1 VMs, [`SharedBackend`]).
 
 pub mod accel;
 pub mod backend;
 pub mod image;
 pub mod qemu;
 pub mod qmp;
+pub mod shared;
 pub mod vm;
 
 pub use accel::{Accel, AccelChoice};
@@ -20,4 +22,5 @@ pub use backend::{VmBackend, VmBackendConfig, VmSandbox};
 pub use image::GuestImage;
 pub use qemu::{QemuProcess, VmConfig};
 pub use qmp::{Qmp, QmpSync};
+pub use shared::{SharedBackend, SharedConfig, SharedSandbox};
 pub use vm::{Vm, VmPaths};

@@ -85,6 +85,23 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_VM_ACCEL", default_value = "auto")]
     pub vm_accel: icebox_vm::AccelChoice,
 
+    /// vm-shared (Squeezy's N:1 VMs): partitions per VM, i.e. instances of one action at
+    /// once; each brings a vCPU.
+    #[arg(long, env = "ICEBOX_VM_PARTITIONS", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub vm_partitions: u32,
+
+    /// vm-shared: host memory all N:1 VMs may have plugged into partitions (e.g. 4GiB;
+    /// default: no limit). A start past it waits for idle instances' partitions, evicted to
+    /// make room, to be unplugged.
+    #[arg(long, env = "ICEBOX_VM_MEMORY", value_parser = parse_size)]
+    pub vm_memory: Option<u64>,
+
+    /// vm-shared: how partitions get and give back memory: squeezy (a virtio-mem device and
+    /// NUMA node per partition), virtio-mem (one device for the VM, instances unbound) or
+    /// balloon (the paper's baselines).
+    #[arg(long, env = "ICEBOX_VM_SHARED_MODE", default_value = "squeezy")]
+    pub vm_shared_mode: icebox_vm::shared::Mode,
+
     /// Snapshots: on (actions with the `icebox.snapshot` annotation are snapshotted after
     /// /init and restored from it) or off (never).
     #[arg(long, env = "ICEBOX_SNAPSHOTS", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
@@ -432,6 +449,31 @@ mod tests {
         assert_eq!(c.isolation.process_mode(), IsolationMode::None);
         assert_eq!(c.isolation.default_isolation(), Isolation::Process);
         assert!(Config::try_parse_from(["iceboxd", "--isolation", "kvm"]).is_err());
+    }
+
+    #[test]
+    fn vm_shared_flags() {
+        let c = Config::parse_from(["iceboxd"]);
+        assert_eq!(c.vm_partitions, 4);
+        assert_eq!(c.vm_memory, None);
+        assert_eq!(c.vm_shared_mode, icebox_vm::shared::Mode::Squeezy);
+        let c = Config::parse_from([
+            "iceboxd",
+            "--isolation",
+            "vm-shared",
+            "--vm-partitions",
+            "2",
+            "--vm-memory",
+            "3GiB",
+            "--vm-shared-mode",
+            "balloon",
+        ]);
+        assert_eq!(c.isolation.default_isolation(), Isolation::VmShared);
+        assert!(c.wants_vm_backends());
+        assert_eq!((c.vm_partitions, c.vm_memory), (2, Some(3 << 30)));
+        assert_eq!(c.vm_shared_mode, icebox_vm::shared::Mode::Balloon);
+        assert!(Config::try_parse_from(["iceboxd", "--vm-partitions", "0"]).is_err());
+        assert!(Config::try_parse_from(["iceboxd", "--vm-shared-mode", "dimm"]).is_err());
     }
 
     #[test]

@@ -94,14 +94,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         Some(_) => String::new(),
         None => format!("http://{}", cfg.listen),
     };
-    let vm = vm_backend(&cfg, &state_dir, &runtimes_dir).await;
+    let (vm, accel) = vm_backend(&cfg, &state_dir, &runtimes_dir).await;
+    let vm_shared = vm_shared_backend(&cfg, &state_dir, &runtimes_dir, &vm, accel).await;
     let backends = crate::pool::backends::Backends::new(
         cfg.isolation.default_isolation(),
         backend.clone() as Arc<dyn SandboxBackend>,
         vm,
-        crate::pool::backends::Slot::Unavailable(
-            "the vm-shared backend is not built into this node yet".into(),
-        ),
+        vm_shared,
     );
     if let Err(why) = backends.get(cfg.isolation.default_isolation()) {
         anyhow::bail!(
@@ -225,22 +224,25 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
 }
 
 /// The `vm` backend when this node wants VM backends and can start them (root, QEMU, the
-/// guest image), else why not.
+/// guest image), else why not; and the accelerator it settled on.
 async fn vm_backend(
     cfg: &Config,
     state_dir: &Path,
     runtimes_dir: &Path,
-) -> crate::pool::backends::Slot {
+) -> (crate::pool::backends::Slot, Option<icebox_vm::Accel>) {
     use crate::pool::backends::Slot;
     if !cfg.wants_vm_backends() {
-        return Slot::Unavailable(
-            "VM backends are off on this node (start iceboxd with --vm-backends on, or \
-             --isolation vm)"
-                .into(),
+        return (
+            Slot::Unavailable(
+                "VM backends are off on this node (start iceboxd with --vm-backends on, or \
+                 --isolation vm)"
+                    .into(),
+            ),
+            None,
         );
     }
     if unsafe { libc::geteuid() } != 0 {
-        return Slot::Unavailable("VM backends need root".into());
+        return (Slot::Unavailable("VM backends need root".into()), None);
     }
     let image = cfg.resolve_vm_image(runtimes_dir);
     let mut vm_cfg = icebox_vm::VmBackendConfig::new(state_dir, &image);
@@ -253,10 +255,54 @@ async fn vm_backend(
                 Ok(_) => {}
                 Err(e) => tracing::warn!("cannot clean up VMs of an earlier run: {e}"),
             }
-            Slot::Ready(Arc::new(vm))
+            let accel = vm.accel();
+            (Slot::Ready(Arc::new(vm)), Some(accel))
         }
         Err(e) => {
             tracing::warn!("no vm backend: {e:#}");
+            (Slot::Unavailable(format!("{e:#}")), None)
+        }
+    }
+}
+
+/// The `vm-shared` backend (Squeezy's N:1 VMs) on the same conditions as `vm`; it reuses
+/// the accelerator the `vm` backend settled on rather than probing again.
+async fn vm_shared_backend(
+    cfg: &Config,
+    state_dir: &Path,
+    runtimes_dir: &Path,
+    vm: &crate::pool::backends::Slot,
+    accel: Option<icebox_vm::Accel>,
+) -> crate::pool::backends::Slot {
+    use crate::pool::backends::Slot;
+    let accel = match (vm, accel) {
+        (Slot::Unavailable(why), _) => return Slot::Unavailable(why.clone()),
+        (_, Some(icebox_vm::Accel::Kvm)) => icebox_vm::AccelChoice::Kvm,
+        (_, Some(icebox_vm::Accel::Tcg)) => icebox_vm::AccelChoice::Tcg,
+        (_, None) => cfg.vm_accel,
+    };
+    let mut shared = icebox_vm::SharedConfig::new(state_dir, &cfg.resolve_vm_image(runtimes_dir));
+    shared.accel = accel;
+    shared.mode = cfg.vm_shared_mode;
+    shared.partitions = cfg.vm_partitions;
+    shared.memory_limit = cfg.vm_memory;
+    match icebox_vm::SharedBackend::new(shared).await {
+        Ok(b) => {
+            match b.cleanup_orphans().await {
+                Ok(n) if n > 0 => tracing::warn!("removed {n} N:1 VM(s) left behind by an earlier run"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("cannot clean up N:1 VMs of an earlier run: {e}"),
+            }
+            tracing::info!(
+                mode = %cfg.vm_shared_mode,
+                partitions = cfg.vm_partitions,
+                memory = ?cfg.vm_memory,
+                "vm-shared backend ready"
+            );
+            Slot::Ready(Arc::new(b))
+        }
+        Err(e) => {
+            tracing::warn!("no vm-shared backend: {e:#}");
             Slot::Unavailable(format!("{e:#}"))
         }
     }

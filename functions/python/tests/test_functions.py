@@ -58,7 +58,7 @@ def run_a(name):
 
 def test_manifest():
     names = [entry["name"] for entry in MANIFEST]
-    assert len(names) == len(set(names)) == 13
+    assert len(names) == len(set(names)) == 14
     for entry in MANIFEST:
         assert entry["language"] == "python" and entry["kind"] == "python:3"
         assert (FUNCTIONS_DIR.parent / entry["path"]).is_file()
@@ -287,10 +287,30 @@ def test_ml_inference_attention_matches_per_head_loop():
     assert np.allclose(fast, slow, atol=1e-4)
 
 
+def rss_anon_kb():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssAnon in /proc/self/status")
+
+
+def test_memhog_holds_grows_and_shrinks_its_memory():
+    module = load("memhog")
+    base = rss_anon_kb()
+    _, result = run_a("memhog")
+    assert result == {"held_mib": 64, "chunks": 4}
+    assert rss_anon_kb() - base >= 60 * 1024, "the held pages are written, hence resident"
+    assert all(m[:1] == b"\xa5" and m[-1:] == b"\xa5" for m in module._held)
+    assert module.main({"hold_mib": 70, "chunk_mib": 4}) == {"held_mib": 70, "chunks": 6}
+    assert module.main({"hold_mib": 20}) == {"held_mib": 20, "chunks": 2}
+    assert module.main({"hold_mib": 0}) == {"held_mib": 0, "chunks": 0}
+    assert rss_anon_kb() - base < 8 * 1024, "unmapped chunks go back to the kernel"
+
+
 @pytest.mark.parametrize("name,args", [
     ("float_operation", {"n": -1}), ("matmul", {"n": "big"}), ("chameleon", {"rows": 10**6, "cols": 10**6}),
     ("image_processing", {"width": 4096, "height": 4096 + 1}), ("ml_inference", {"seq_len": 1000}),
-    ("hello", {"name": 5}),
+    ("hello", {"name": 5}), ("memhog", {"hold_mib": -1}), ("memhog", {"hold_mib": 1, "chunk_mib": 0}),
 ])
 def test_bad_input_is_a_clear_error(name, args):
     with pytest.raises(ValueError):

@@ -1,6 +1,6 @@
 //! The `vm` backend: one instance per QEMU VM (AWS Lambda's 1:1 model).
 
-mod orphans;
+pub(crate) mod orphans;
 mod sandbox;
 
 pub use sandbox::VmSandbox;

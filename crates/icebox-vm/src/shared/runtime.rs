@@ -1,0 +1,162 @@
+//! What the guest agent is asked to run: an instance's runtime in its partition, and the
+//! warm-up on node 0 that puts the runtime's files in the shared page cache.
+//!
+//! Page cache is allocated where the reading process may allocate: a file an instance reads
+//! first is cached in its partition and outlives it there, so the unplug has to migrate it.
+//! Hence every file an instance is likely to read is read on node 0 when the VM boots.
+
+use super::common::Common;
+use crate::image::GuestImage;
+use icebox_guest::protocol::{Event, StartRequest};
+use icebox_guest::{AgentClient, EventStream};
+use icebox_sandbox::{InstanceSpec, SandboxError};
+use std::time::{Duration, Instant};
+
+/// The runtime of `spec` as its manifest says, where the image put it, bound to `node`.
+pub fn start_request(
+    image: &GuestImage,
+    spec: &InstanceSpec,
+    node: Option<u32>,
+    ready_timeout: Duration,
+) -> Result<StartRequest, SandboxError> {
+    let name = spec
+        .runtime
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let guest_dir = image.runtime_dir(&name).ok_or_else(|| {
+        SandboxError::StartFailed(format!(
+            "the guest image has no runtime '{name}' (rebuild it with scripts/guest/build.sh)"
+        ))
+    })?;
+    let mut env = vec![(
+        "ICEBOX_CONCURRENCY".to_string(),
+        spec.concurrency.to_string(),
+    )];
+    env.extend(spec.runtime.env_for(&guest_dir, spec.memory_limit_bytes));
+    env.extend(spec.env.iter().cloned());
+    Ok(StartRequest {
+        instance: spec.id.clone(),
+        argv: spec.runtime.argv(&guest_dir, spec.memory_limit_bytes),
+        env,
+        memory_limit_bytes: spec.memory_limit_bytes,
+        pids_max: spec.pids_max,
+        tmp_bytes: spec.tmp_bytes,
+        numa_node: node,
+        wait_ready_ms: Some(ready_timeout.as_millis() as u64),
+    })
+}
+
+/// The agent's ids for the warm-up processes; never a daemon's instance id (those end in
+/// eight hex digits).
+const WARMUP_ID: &str = "icebox-warmup";
+const PRELOAD_ID: &str = "icebox-preload";
+
+/// Reads every file under its arguments once (into the page cache of the node it runs on).
+const PRELOAD: &str = r#"
+import os, sys
+for top in sys.argv[1:]:
+    for d, _, files in os.walk(top):
+        for f in files:
+            try:
+                with open(os.path.join(d, f), "rb", buffering=0) as h:
+                    while h.read(1 << 20):
+                        pass
+            except OSError:
+                pass
+"#;
+
+/// Language-specific files beyond the runtime's directory that functions commonly read.
+fn preload_paths(language: &str) -> &'static [&'static str] {
+    match language {
+        "python" => &["/usr/lib/python3.11"],
+        _ => &[],
+    }
+}
+
+/// The runtime of `spec` started once on node 0 until its proxy accepts, then stopped: the
+/// interpreter, its libraries and the proxy's modules are read into node 0's page cache,
+/// where every later instance maps them from instead of reading them into its own partition.
+fn warmup_request(
+    image: &GuestImage,
+    spec: &InstanceSpec,
+    ready_timeout: Duration,
+) -> Result<StartRequest, SandboxError> {
+    let mut req = start_request(image, spec, Some(0), ready_timeout)?;
+    req.instance = WARMUP_ID.to_string();
+    Ok(req)
+}
+
+/// Before the VM's first instance: the runtime's directory (its packages included) and its
+/// language's library files are read on node 0, then the runtime itself is started there
+/// until its proxy accepts (the interpreter, its libraries, the proxy's modules) and
+/// stopped. Failures are only logged: the instance's own start reports a broken runtime.
+pub async fn warm_up(
+    agent: &AgentClient,
+    common: &Common,
+    spec: &InstanceSpec,
+    events: &mut EventStream,
+) {
+    let t0 = Instant::now();
+    let request = match warmup_request(&common.image, spec, common.cfg.ready_timeout) {
+        Ok(r) => r,
+        Err(e) => return tracing::warn!("no runtime warm-up: {e}"),
+    };
+    let dir = spec
+        .runtime
+        .dir
+        .file_name()
+        .and_then(|n| common.image.runtime_dir(&n.to_string_lossy()));
+    let mut argv = vec![
+        "/usr/bin/python3".to_string(),
+        "-S".to_string(),
+        "-c".to_string(),
+        PRELOAD.to_string(),
+    ];
+    argv.extend(dir);
+    argv.extend(
+        preload_paths(spec.runtime.language())
+            .iter()
+            .map(|p| p.to_string()),
+    );
+    let preload = StartRequest {
+        instance: PRELOAD_ID.to_string(),
+        argv,
+        env: Vec::new(),
+        // Its page cache is charged to it: a smaller limit would evict what it read.
+        memory_limit_bytes: common.cfg.shared_mib << 20,
+        pids_max: 16,
+        tmp_bytes: 1 << 20,
+        numa_node: Some(0),
+        wait_ready_ms: None,
+    };
+    match agent.start(&preload).await {
+        Ok(_) => {
+            let exited = async {
+                while let Some(Event::Exited { instance, code, .. }) = events.next().await {
+                    if instance == PRELOAD_ID {
+                        return code;
+                    }
+                }
+                None
+            };
+            match tokio::time::timeout(common.cfg.ready_timeout, exited).await {
+                Ok(Some(0)) => {}
+                Ok(code) => tracing::warn!(?code, "reading the runtime's files on node 0 failed"),
+                Err(_) => {
+                    tracing::warn!("reading the runtime's files on node 0 did not finish in time")
+                }
+            }
+        }
+        Err(e) => tracing::warn!("cannot read the runtime's files on node 0: {e}"),
+    }
+    let _ = agent.stop(PRELOAD_ID).await;
+    if let Err(e) = agent.start(&request).await {
+        tracing::warn!(action = %spec.action, "the runtime warm-up on node 0 failed: {e}");
+    }
+    if let Err(e) = agent.stop(WARMUP_ID).await {
+        tracing::warn!("stopping the runtime warm-up: {e}");
+    }
+    tracing::debug!(action = %spec.action, ms = t0.elapsed().as_millis() as u64, "vm-shared warm-up done");
+}

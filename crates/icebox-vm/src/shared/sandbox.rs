@@ -1,0 +1,280 @@
+//! One instance of the `vm-shared` backend: a runtime in a partition of its action's VM.
+
+use super::host_memory::process_region_rss;
+use super::report::{PlugReport, ReclaimReport};
+use super::vmhost::SharedVm;
+use super::Mode;
+use async_trait::async_trait;
+use icebox_core::MemoryStats;
+use icebox_guest::protocol::{InstanceStats, StartRequest};
+use icebox_guest::{AgentError, Forwarder};
+use icebox_sandbox::{ExitCause, LogCollector, RuntimeClient, Sandbox, SandboxError};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, Notify, OnceCell};
+use tokio::task::JoinHandle;
+
+pub struct SharedSandbox {
+    id: String,
+    vm: Arc<SharedVm>,
+    partition: u32,
+    socket: PathBuf,
+    client: RuntimeClient,
+    logs: Arc<LogCollector>,
+    plug: PlugReport,
+    forwarder: Mutex<Option<Forwarder>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    exit_cause: OnceLock<ExitCause>,
+    exit_reason: OnceLock<String>,
+    exit_notify: Notify,
+    /// The agent's `stop`, done once: how long it took (ms).
+    stopped: OnceCell<f64>,
+    destroyed: AtomicBool,
+    reclaim: watch::Sender<Option<ReclaimReport>>,
+}
+
+impl SharedSandbox {
+    pub(super) fn new(
+        id: String,
+        vm: Arc<SharedVm>,
+        partition: u32,
+        socket: PathBuf,
+        plug: PlugReport,
+    ) -> Arc<SharedSandbox> {
+        Arc::new(SharedSandbox {
+            client: RuntimeClient::new(&socket),
+            id,
+            vm,
+            partition,
+            socket,
+            logs: Arc::new(LogCollector::new()),
+            plug,
+            forwarder: Mutex::new(None),
+            tasks: Mutex::new(Vec::new()),
+            exit_cause: OnceLock::new(),
+            exit_reason: OnceLock::new(),
+            exit_notify: Notify::new(),
+            stopped: OnceCell::new(),
+            destroyed: AtomicBool::new(false),
+            reclaim: watch::channel(None).0,
+        })
+    }
+
+    /// The VM this instance shares with the other instances of its action.
+    pub fn shared_vm(&self) -> &Arc<SharedVm> {
+        &self.vm
+    }
+
+    /// Its partition (1-based; in Squeezy mode also its guest NUMA node).
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    /// How it got its partition: the wait for memory, the plug.
+    pub fn plug_report(&self) -> &PlugReport {
+        &self.plug
+    }
+
+    pub fn exit_reason(&self) -> Option<&str> {
+        self.exit_reason.get().map(String::as_str)
+    }
+
+    /// The guest's view of this instance (its cgroup), fresh.
+    pub async fn guest_stats(&self) -> Result<Option<InstanceStats>, AgentError> {
+        Ok(self
+            .vm
+            .vm()
+            .agent
+            .stats()
+            .await?
+            .instances
+            .get(&self.id)
+            .cloned())
+    }
+
+    /// Once `destroy` has begun: the partition's unplug, when it has finished (or timed out).
+    pub async fn reclaimed(&self) -> Option<ReclaimReport> {
+        if !self.destroyed.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mut rx = self.reclaim.subscribe();
+        let report = rx.wait_for(Option::is_some).await.ok()?;
+        report.clone()
+    }
+
+    pub(super) async fn start_runtime(
+        self: &Arc<Self>,
+        request: &StartRequest,
+    ) -> Result<(), SandboxError> {
+        let agent = &self.vm.vm().agent;
+        let failed = |what: &str, e: AgentError| SandboxError::StartFailed(format!("{what}: {e}"));
+        match agent.start(request).await {
+            Ok(_) => {}
+            Err(AgentError::Refused(why)) => return Err(SandboxError::StartFailed(why)),
+            Err(AgentError::Timeout(t)) => {
+                return Err(SandboxError::StartTimeout(t.as_millis() as u64))
+            }
+            Err(e) => return Err(failed("start", e)),
+        }
+        let mut tasks = Vec::new();
+        for (fd, stream) in [(1u8, 0usize), (2, 1)] {
+            let output = agent
+                .open_output(&self.id, fd)
+                .await
+                .map_err(|e| failed("output", e))?;
+            let logs = self.logs.clone();
+            tasks.push(tokio::spawn(async move { logs.pump(output, stream).await }));
+        }
+        self.tasks.lock().unwrap().extend(tasks);
+        let forwarder = Forwarder::serve(agent.clone(), &self.id, &self.socket)?;
+        *self.forwarder.lock().unwrap() = Some(forwarder);
+        if !self.client.wait_ready(Duration::from_secs(10)).await {
+            return Err(SandboxError::StartFailed(
+                "the host socket forwarder does not accept".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn mark_exited(&self, cause: ExitCause, reason: String) {
+        if self.exit_cause.set(cause).is_ok() {
+            tracing::debug!(instance = %self.id, "{reason}");
+            let _ = self.exit_reason.set(reason);
+        }
+        self.exit_notify.notify_waiters();
+    }
+
+    /// Stop the runtime in the guest (its cgroup killed and empty), keeping its partition
+    /// plugged; `destroy` then releases it. Idempotent; returns how long the stop took.
+    pub async fn stop_runtime(&self) -> f64 {
+        *self
+            .stopped
+            .get_or_init(|| async {
+                if self.vm.ended().is_some() {
+                    return 0.0;
+                }
+                let t0 = Instant::now();
+                if let Err(e) = self.vm.vm().agent.stop(&self.id).await {
+                    tracing::warn!(instance = %self.id, "stopping the runtime in the guest: {e}");
+                }
+                t0.elapsed().as_secs_f64() * 1e3
+            })
+            .await
+    }
+}
+
+/// Run an agent call from a synchronous trait method (freeze/thaw): the agent's session is
+/// driven by tasks of the daemon's multi-threaded runtime, which keep running meanwhile.
+fn block_on<T>(fut: impl Future<Output = Result<T, AgentError>>) -> std::io::Result<T> {
+    let handle = tokio::runtime::Handle::try_current()
+        .map_err(|_| std::io::Error::other("vm-shared freeze/thaw needs a tokio runtime"))?;
+    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+        return Err(std::io::Error::other(
+            "vm-shared freeze/thaw needs tokio's multi-threaded runtime",
+        ));
+    }
+    tokio::task::block_in_place(|| handle.block_on(fut))
+        .map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+#[async_trait]
+impl Sandbox for SharedSandbox {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn client(&self) -> &RuntimeClient {
+        &self.client
+    }
+
+    fn logs(&self) -> &Arc<LogCollector> {
+        &self.logs
+    }
+
+    /// The VM's QEMU, which every instance of the action shares.
+    fn pids(&self) -> Vec<u32> {
+        let qemu = &self.vm.vm().qemu;
+        if qemu.exit_status().is_some() {
+            return Vec::new();
+        }
+        vec![qemu.pid()]
+    }
+
+    /// Host view (uss/pss/rss): what QEMU holds of the instance's partition — in Squeezy mode
+    /// the resident part of its device's RAM region; otherwise the host cannot tell one
+    /// instance's memory from another's and this is the guest's count of it. Guest view
+    /// (`cgroup`): the instance cgroup's memory.current in the guest, at most a second old.
+    fn memory(&self) -> MemoryStats {
+        let guest = self
+            .vm
+            .instance_stats(&self.id)
+            .map(|s| s.memory_current)
+            .unwrap_or(0);
+        let host = match self.vm.layout.mode {
+            Mode::Squeezy => self.pids().first().and_then(|&pid| {
+                process_region_rss(pid, self.vm.layout.device_mib(self.partition) << 20)
+            }),
+            Mode::VirtioMem | Mode::Balloon => None,
+        }
+        .unwrap_or(guest);
+        MemoryStats {
+            uss: host,
+            pss: host,
+            rss: host,
+            swap: 0,
+            cgroup: guest,
+        }
+    }
+
+    fn freeze(&self) -> std::io::Result<()> {
+        block_on(self.vm.vm().agent.freeze(&self.id))
+    }
+
+    fn thaw(&self) -> std::io::Result<()> {
+        block_on(self.vm.vm().agent.thaw(&self.id))
+    }
+
+    async fn exited(&self) {
+        loop {
+            let notified = self.exit_notify.notified();
+            if self.exit_cause.get().is_some() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn exit_cause(&self) -> Option<ExitCause> {
+        self.exit_cause.get().copied()
+    }
+
+    /// Stop the runtime, then unplug its partition in the background: the partition's memory
+    /// counts as being released (`memory_budget().releasing`) until the unplug is done, and
+    /// [`SharedSandbox::reclaimed`] gives its report.
+    async fn destroy(&self) {
+        if self.destroyed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.client.close_idle();
+        self.forwarder.lock().unwrap().take();
+        let stop_ms = self.stop_runtime().await;
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+        self.mark_exited(ExitCause::Exited, "destroyed".to_string());
+        self.vm.unregister(&self.id);
+        self.vm.spawn_release(
+            self.partition,
+            self.id.clone(),
+            stop_ms,
+            self.reclaim.clone(),
+        );
+    }
+}
