@@ -5,9 +5,11 @@
 //! a pager serving the restored process's faults over userfaultfd prefetches it concurrently.
 pub mod compact;
 pub mod criu;
+pub mod fingerprint;
 pub mod image;
 pub mod loadset;
 pub mod loadset_file;
+pub mod mounts;
 pub mod pager;
 
 /// Page size of every supported host (x86-64, and arm64 with 4 KiB pages).
