@@ -158,6 +158,12 @@ impl Pager {
         core.watch(core.stop_fd.as_raw_fd(), TOKEN_STOP)?;
         core.watch(listener.as_raw_fd(), TOKEN_LISTEN)?;
 
+        // The loading set is read into the page cache while criu restores (criu's work is
+        // mostly CPU, not our files): the loader then installs pages without waiting for the
+        // disk. Asynchronous readahead, no thread.
+        if let Some(file) = core.loadset.as_ref() {
+            file.will_need(0, file.len() as u64);
+        }
         let mut threads = Vec::new();
         let handler_core = core.clone();
         let mode = config.mode;
