@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-const PY_HELLO: &str = "def main(args):\n    return {'greeting': 'hello ' + args.get('name', 'world')}\n";
+const PY_HELLO: &str =
+    "def main(args):\n    return {'greeting': 'hello ' + args.get('name', 'world')}\n";
 /// FaaSnap's case: /init leaves 80 MiB the function never reads again and 32 MiB it reads,
 /// in an order unrelated to addresses, on every /run.
 const PY_BIG: &str = r#"
@@ -35,7 +36,8 @@ def main(args):
         total += HOT[i][100]
     return {'blocks': len(HOT), 'sum': total}
 "#;
-const NODE_HELLO: &str = "function main(args) { return { greeting: 'hello ' + (args.name || 'world') }; }\n";
+const NODE_HELLO: &str =
+    "function main(args) { return { greeting: 'hello ' + (args.name || 'world') }; }\n";
 /// ~32 MiB of buffers made in /init, all read by every /run.
 const NODE_BIG: &str = r#"
 const blocks = [];
@@ -59,10 +61,26 @@ fn functions() -> Vec<Function> {
         .expect("build the Java examples (scripts/setup.sh)");
     let jar = base64::engine::general_purpose::STANDARD.encode(jar);
     vec![
-        Function { name: "python-hello", kind: "python:3", init: source(PY_HELLO) },
-        Function { name: "python-32of112mb", kind: "python:3", init: source(PY_BIG) },
-        Function { name: "node-hello", kind: "nodejs:20", init: source(NODE_HELLO) },
-        Function { name: "node-32mb", kind: "nodejs:20", init: source(NODE_BIG) },
+        Function {
+            name: "python-hello",
+            kind: "python:3",
+            init: source(PY_HELLO),
+        },
+        Function {
+            name: "python-32of112mb",
+            kind: "python:3",
+            init: source(PY_BIG),
+        },
+        Function {
+            name: "node-hello",
+            kind: "nodejs:20",
+            init: source(NODE_HELLO),
+        },
+        Function {
+            name: "node-32mb",
+            kind: "nodejs:20",
+            init: source(NODE_BIG),
+        },
         Function {
             name: "java-hello",
             kind: "java:17",
@@ -109,35 +127,63 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 }
 
 async fn run(sandbox: &Arc<dyn Sandbox>) -> Value {
-    let reply = sandbox.client().post_json("/run", &json!({"value": {}})).await.unwrap();
-    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    let reply = sandbox
+        .client()
+        .post_json("/run", &json!({"value": {}}))
+        .await
+        .unwrap();
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
     reply.json().unwrap()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let reps: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(7);
-    let mut out = args.get(2).filter(|p| !p.is_empty()).map(|p| std::fs::File::create(p).unwrap());
+    let mut out = args
+        .get(2)
+        .filter(|p| !p.is_empty())
+        .map(|p| std::fs::File::create(p).unwrap());
     let only = args.get(3).cloned().unwrap_or_default();
     let state = tempfile::tempdir().unwrap();
     let tag = format!("snapbench{}", std::process::id());
     let mut backend = ProcessBackend::new(state.path(), &tag, IsolationMode::Crun).unwrap();
     let criu = Criu::discover(None, Some(&repo())).unwrap();
-    let kdat = criu.path.parent().map(|_| PathBuf::from("/dev/shm/icebox-criu/criu.kdat"));
+    let kdat = criu
+        .path
+        .parent()
+        .map(|_| PathBuf::from("/dev/shm/icebox-criu/criu.kdat"));
     backend.enable_snapshots(criu).unwrap();
     let runtimes = Runtimes::load(&repo().join("runtimes")).unwrap();
     let snaps = backend.snapshots().unwrap();
     let mut samples: BTreeMap<(String, String, String), Vec<(f64, f64, f64)>> = BTreeMap::new();
-    let mut record = |f: &str, mode: &str, cache: &str, restore: f64, first_run: f64, extra: Value, samples: &mut BTreeMap<_, Vec<_>>| {
+    let mut record = |f: &str,
+                      mode: &str,
+                      cache: &str,
+                      restore: f64,
+                      first_run: f64,
+                      extra: Value,
+                      samples: &mut BTreeMap<_, Vec<_>>| {
         let key = (f.to_string(), mode.to_string(), cache.to_string());
-        samples.entry(key).or_insert_with(Vec::new).push((restore, first_run, restore + first_run));
+        samples
+            .entry(key)
+            .or_insert_with(Vec::new)
+            .push((restore, first_run, restore + first_run));
         if let Some(out) = out.as_mut() {
             use std::io::Write;
             let line = json!({"function": f, "mode": mode, "cache": cache, "restore_ms": restore, "first_run_ms": first_run, "stats": extra});
@@ -155,9 +201,21 @@ async fn main() {
         // The template, and a normal cold start as the baseline (start + /init + /run).
         for rep in 0..=reps {
             let t0 = Instant::now();
-            let sandbox = backend.start(spec(&runtimes, &next_id(), f.kind)).await.unwrap();
-            let reply = sandbox.client().post_json("/init", &json!({"value": f.init})).await.unwrap();
-            assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+            let sandbox = backend
+                .start(spec(&runtimes, &next_id(), f.kind))
+                .await
+                .unwrap();
+            let reply = sandbox
+                .client()
+                .post_json("/init", &json!({"value": f.init}))
+                .await
+                .unwrap();
+            assert_eq!(
+                reply.status,
+                200,
+                "{}",
+                String::from_utf8_lossy(&reply.body)
+            );
             let t1 = Instant::now();
             if rep == reps {
                 snaps.snapshot(&sandbox, dir.path()).await.unwrap();
@@ -166,15 +224,36 @@ async fn main() {
             run(&sandbox).await;
             let t2 = Instant::now();
             sandbox.destroy().await;
-            record(f.name, "start+init", "-", ms(t1 - t0), ms(t2 - t1), Value::Null, &mut samples);
+            record(
+                f.name,
+                "start+init",
+                "-",
+                ms(t1 - t0),
+                ms(t2 - t1),
+                Value::Null,
+                &mut samples,
+            );
         }
         // Record once, then measure.
-        let sandbox = snaps.restore(spec(&runtimes, &next_id(), f.kind), dir.path(), RestoreMode::Record).await.unwrap();
+        let sandbox = snaps
+            .restore(
+                spec(&runtimes, &next_id(), f.kind),
+                dir.path(),
+                RestoreMode::Record,
+            )
+            .await
+            .unwrap();
         run(&sandbox).await;
         let set = snaps.finish_record(&sandbox, dir.path()).await.unwrap();
         sandbox.destroy().await;
         eprintln!("{}: loading set {set:?}", f.name);
-        let modes = [RestoreMode::Eager, RestoreMode::Lazy, RestoreMode::Record, RestoreMode::Reap, RestoreMode::Faasnap];
+        let modes = [
+            RestoreMode::Eager,
+            RestoreMode::Lazy,
+            RestoreMode::Record,
+            RestoreMode::Reap,
+            RestoreMode::Faasnap,
+        ];
         for _ in 0..reps {
             for mode in modes {
                 for cache in ["cold", "warm"] {
@@ -182,33 +261,74 @@ async fn main() {
                         drop_cache(dir.path());
                     }
                     let t0 = Instant::now();
-                    let sandbox = snaps.restore(spec(&runtimes, &next_id(), f.kind), dir.path(), mode).await.unwrap();
+                    let sandbox = snaps
+                        .restore(spec(&runtimes, &next_id(), f.kind), dir.path(), mode)
+                        .await
+                        .unwrap();
                     let t1 = Instant::now();
                     run(&sandbox).await;
                     let t2 = Instant::now();
                     let stats = sandbox.restore_stats().unwrap_or_default();
+                    if std::env::var_os("TMPDBG").is_some() {
+                        let id = sandbox.id().to_string();
+                        let _ = std::fs::copy(
+                            state
+                                .path()
+                                .join("instances")
+                                .join(&id)
+                                .join("criu/restore.log"),
+                            format!("/tmp/rl-{}-{}-{}.log", f.name, mode.as_str(), cache),
+                        );
+                    }
                     sandbox.destroy().await;
-                    record(f.name, mode.as_str(), cache, ms(t1 - t0), ms(t2 - t1), stats, &mut samples);
+                    record(
+                        f.name,
+                        mode.as_str(),
+                        cache,
+                        ms(t1 - t0),
+                        ms(t2 - t1),
+                        stats,
+                        &mut samples,
+                    );
                 }
             }
             // criu probing the kernel on every run (no kdat cache), for the before/after.
             if let Some(kdat) = &kdat {
                 let _ = std::fs::remove_file(kdat);
                 let t0 = Instant::now();
-                let sandbox = snaps.restore(spec(&runtimes, &next_id(), f.kind), dir.path(), RestoreMode::Eager).await.unwrap();
+                let sandbox = snaps
+                    .restore(
+                        spec(&runtimes, &next_id(), f.kind),
+                        dir.path(),
+                        RestoreMode::Eager,
+                    )
+                    .await
+                    .unwrap();
                 let t1 = Instant::now();
                 run(&sandbox).await;
                 let t2 = Instant::now();
                 let _ = std::fs::remove_file(kdat);
                 sandbox.destroy().await;
-                record(f.name, "eager-no-kdat-cache", "warm", ms(t1 - t0), ms(t2 - t1), Value::Null, &mut samples);
+                record(
+                    f.name,
+                    "eager-no-kdat-cache",
+                    "warm",
+                    ms(t1 - t0),
+                    ms(t2 - t1),
+                    Value::Null,
+                    &mut samples,
+                );
             }
         }
     }
     let mut java = Vec::new();
     for _ in 0..reps {
         let t0 = Instant::now();
-        let status = std::process::Command::new("/usr/bin/java").arg("-version").stderr(std::process::Stdio::null()).status().unwrap();
+        let status = std::process::Command::new("/usr/bin/java")
+            .arg("-version")
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
         assert!(status.success());
         java.push(ms(t0.elapsed()));
     }
@@ -224,7 +344,10 @@ async fn main() {
             median(v.iter().map(|s| s.2).collect())
         );
     }
-    println!("\n`java -version`: median {:.1} ms over {reps} runs", median(java));
+    println!(
+        "\n`java -version`: median {:.1} ms over {reps} runs",
+        median(java)
+    );
 }
 
 fn ms(d: std::time::Duration) -> f64 {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const PYTHON_ACTION: &str = r#"
-import hashlib, mmap, os, subprocess
+import hashlib, mmap, os, socket, subprocess
 BLOB = bytes(range(256)) * 40000
 DIGEST = hashlib.sha256(BLOB).hexdigest()
 MAPPED = mmap.mmap(-1, 4 << 20, flags=mmap.MAP_PRIVATE)
@@ -38,10 +38,17 @@ def freed():
     MAPPED[:half] = b"\x33" * half
     return zeroed and MAPPED[:half].count(0x33) == half
 
+def loopback():
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    server.accept()[0].sendall(b"x")
+    return client.recv(1) == b"x"
+
 def main(args):
     COUNT[0] += 1
     print("run", COUNT[0])
-    out = {"count": COUNT[0], "ok": hashlib.sha256(BLOB).hexdigest() == DIGEST}
+    out = {"count": COUNT[0], "ok": hashlib.sha256(BLOB).hexdigest() == DIGEST,
+           "loopback": loopback()}
     if args.get("fork"):
         out["child"] = subprocess.run(["/usr/bin/python3", "-c", "print(6*7)"],
                                       capture_output=True, text=True).stdout.strip()
@@ -213,6 +220,10 @@ async fn python_snapshot_restores_in_every_mode() {
             "{mode:?}: the init state is there, no run before"
         );
         assert_eq!(out["ok"], true, "{mode:?}: {out}");
+        assert_eq!(
+            out["loopback"], true,
+            "{mode:?}: 127.0.0.1 works as before: {out}"
+        );
         assert_eq!(out["child"], "42", "{mode:?}: {out}");
         assert_eq!(out["forked_ok"], true, "{mode:?}: {out}");
         assert_eq!(out["freed_ok"], true, "{mode:?}: {out}");

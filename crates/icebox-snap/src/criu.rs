@@ -153,6 +153,10 @@ impl Criu {
             "--network-lock".into(),
             "skip".into(),
         ];
+        if opts.empty_net_ns {
+            args.push("--empty-ns".into());
+            args.push("net".into());
+        }
         if opts.tcp_established {
             args.push("--tcp-established".into());
         }
@@ -194,6 +198,10 @@ impl Criu {
         }
         if opts.lazy_pages {
             args.push("--lazy-pages".into());
+        }
+        if opts.empty_net_ns {
+            args.push("--empty-ns".into());
+            args.push("net".into());
         }
         if opts.tcp_close {
             args.push("--tcp-close".into());
@@ -283,6 +291,9 @@ pub struct DumpOptions<'a> {
     /// (mount point inside, key) of every mount criu must leave to the restore.
     pub externals: &'a [(String, String)],
     pub tcp_established: bool,
+    /// Do not dump the network namespace's configuration (its devices, addresses, routes,
+    /// firewall): only for a namespace that holds nothing but the loopback device.
+    pub empty_net_ns: bool,
 }
 
 pub struct RestoreOptions<'a> {
@@ -298,6 +309,9 @@ pub struct RestoreOptions<'a> {
     pub inherit_pipes: &'a [(RawFd, u64)],
     pub lazy_pages: bool,
     pub tcp_close: bool,
+    /// Give the tasks a new, empty network namespace (loopback down): the dump was taken
+    /// with `empty_net_ns`. Skips criu's `ip` and `iptables-restore` runs.
+    pub empty_net_ns: bool,
     pub verbosity: u8,
     pub timeout: Option<Duration>,
 }

@@ -10,6 +10,7 @@ pub mod image;
 pub mod loadset;
 pub mod loadset_file;
 pub mod mounts;
+pub mod netns;
 pub mod pager;
 
 /// Page size of every supported host (x86-64, and arm64 with 4 KiB pages).

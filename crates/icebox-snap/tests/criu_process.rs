@@ -132,6 +132,7 @@ async fn restore(
                 inherit_pipes: &[],
                 lazy_pages: pager.is_some() || stock_lazy,
                 tcp_close: false,
+                empty_net_ns: false,
                 verbosity: 4,
                 timeout: Some(Duration::from_secs(60)),
             },
@@ -165,6 +166,7 @@ async fn dump_compact_and_restore_a_real_process_in_every_mode() {
         images: &images,
         externals: &[],
         tcp_established: false,
+        empty_net_ns: false,
     })
     .await
     .unwrap();
@@ -258,6 +260,7 @@ fn a_truncated_dump_is_refused() {
         images: &images,
         externals: &[],
         tcp_established: false,
+        empty_net_ns: false,
     }))
     .unwrap();
     tool.child.wait().unwrap();

@@ -23,7 +23,11 @@ use crate::sandbox::{
 use async_trait::async_trait;
 use icebox_snap::criu::{DumpOptions, RestoreOptions};
 use icebox_snap::pager::{Pager, PagerConfig, PagerMode};
-use icebox_snap::{compact, image, loadset_file, mounts};
+use icebox_snap::{compact, image, loadset_file, mounts, netns};
+
+/// What a restore must reconnect: pipes, external mounts, (empty network namespace, its
+/// loopback up).
+type Dumped = (Vec<DumpedPipe>, Vec<mounts::ExternalMount>, (bool, bool));
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -63,7 +67,7 @@ impl Snapshots for ProcessBackend {
         // The template is gone either way: criu kills it after a dump, and one that failed
         // half-way is not worth keeping.
         sandbox.destroy().await;
-        let (pipes, externals) = result?;
+        let (pipes, externals, net) = result?;
 
         let images = dir.join(IMAGES_DIR);
         let dump_ms = started.elapsed().as_millis() as u64;
@@ -76,6 +80,7 @@ impl Snapshots for ProcessBackend {
                 &criu_version,
                 pipes,
                 externals,
+                net,
                 &images_for_meta,
                 compaction,
                 dump_ms,
@@ -167,7 +172,7 @@ impl ProcessBackend {
         me: &ProcessSandbox,
         criu: &icebox_snap::criu::Criu,
         dir: &Path,
-    ) -> Result<(Vec<DumpedPipe>, Vec<mounts::ExternalMount>), SandboxError> {
+    ) -> Result<Dumped, SandboxError> {
         let pid = me.main_pid();
         me.thaw()?;
         me.client().close_idle();
@@ -188,6 +193,9 @@ impl ProcessBackend {
             })
             .collect::<Result<Vec<_>, SandboxError>>()?;
         let externals = mounts::external_mounts(pid)?;
+        let network = me.spec().is_some_and(|s| s.network);
+        let empty_net_ns = !network && netns::only_loopback(pid)?;
+        let loopback_up = empty_net_ns && netns::loopback_up(pid)?;
         let images = dir.join(IMAGES_DIR);
         std::fs::create_dir_all(&images)?;
         let keys: Vec<(String, String)> = externals
@@ -198,11 +206,12 @@ impl ProcessBackend {
             pid,
             images: &images,
             externals: &keys,
-            tcp_established: me.spec().is_some_and(|s| s.network),
+            tcp_established: network,
+            empty_net_ns,
         })
         .await
         .map_err(|e| failed(format!("snapshot of {} failed: {e}", me.id())))?;
-        Ok((pipes, externals))
+        Ok((pipes, externals, (empty_net_ns, loopback_up)))
     }
 
     async fn restore_into(
@@ -275,7 +284,12 @@ impl ProcessBackend {
                     inherit_pipes: &inherit,
                     lazy_pages: pager.is_some() || lazy_daemon.is_some(),
                     tcp_close: spec.network,
-                    verbosity: 1,
+                    empty_net_ns: meta.empty_net_ns,
+                    // criu's log (in the instance's directory) stays terse unless asked.
+                    verbosity: std::env::var("ICEBOX_CRIU_VERBOSITY")
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(1),
                     timeout: Some(RESTORE_TIMEOUT),
                 },
                 |cmd| {
@@ -308,6 +322,9 @@ impl ProcessBackend {
         };
         let setup = (|| -> std::io::Result<(OwnedFd, OwnedFd)> {
             let exit_fd = pidfd::open(pid)?;
+            if meta.loopback_up {
+                netns::set_loopback_up(pid)?;
+            }
             let socket_dir = socket_dir::open(pid, &exit_fd)?;
             Ok((exit_fd, socket_dir))
         })();

@@ -38,6 +38,10 @@ pub struct SnapshotMeta {
     pub runtime_kind: String,
     pub pipes: Vec<DumpedPipe>,
     pub externals: Vec<ExternalMount>,
+    /// Dumped with `--empty-ns net` (the namespace held only a loopback device), and whether
+    /// that loopback was up.
+    pub empty_net_ns: bool,
+    pub loopback_up: bool,
     /// Size of every file of the images directory.
     pub files: BTreeMap<String, u64>,
     pub memory_bytes: u64,
@@ -101,6 +105,7 @@ impl SnapshotMeta {
         criu_version: &str,
         pipes: Vec<DumpedPipe>,
         externals: Vec<ExternalMount>,
+        net: (bool, bool),
         images: &Path,
         compaction: CompactStats,
         dump_ms: u64,
@@ -121,6 +126,8 @@ impl SnapshotMeta {
             runtime_kind: spec.runtime.kind.clone(),
             pipes,
             externals,
+            empty_net_ns: net.0,
+            loopback_up: net.1,
             files,
             memory_bytes,
             compaction,
