@@ -53,6 +53,8 @@ struct Function {
     name: &'static str,
     kind: &'static str,
     init: Value,
+    /// Snapshot after one /run (annotation `icebox.snapshot: "warm"`), not right after /init.
+    warm: bool,
 }
 
 fn functions() -> Vec<Function> {
@@ -60,32 +62,20 @@ fn functions() -> Vec<Function> {
     let jar = std::fs::read(repo().join("examples/java/target/icebox-examples.jar"))
         .expect("build the Java examples (scripts/setup.sh)");
     let jar = base64::engine::general_purpose::STANDARD.encode(jar);
+    let f = |name, kind, init, warm| Function {
+        name,
+        kind,
+        init,
+        warm,
+    };
+    let java = json!({"name": "bench", "main": "Hello", "code": jar, "binary": true, "env": {}});
     vec![
-        Function {
-            name: "python-hello",
-            kind: "python:3",
-            init: source(PY_HELLO),
-        },
-        Function {
-            name: "python-32of112mb",
-            kind: "python:3",
-            init: source(PY_BIG),
-        },
-        Function {
-            name: "node-hello",
-            kind: "nodejs:20",
-            init: source(NODE_HELLO),
-        },
-        Function {
-            name: "node-32mb",
-            kind: "nodejs:20",
-            init: source(NODE_BIG),
-        },
-        Function {
-            name: "java-hello",
-            kind: "java:17",
-            init: json!({"name": "bench", "main": "Hello", "code": jar, "binary": true, "env": {}}),
-        },
+        f("python-hello", "python:3", source(PY_HELLO), false),
+        f("python-32of112mb", "python:3", source(PY_BIG), false),
+        f("node-hello", "nodejs:20", source(NODE_HELLO), false),
+        f("node-32mb", "nodejs:20", source(NODE_BIG), false),
+        f("java-hello", "java:17", java.clone(), false),
+        f("java-hello-warm-snapshot", "java:17", java, true),
     ]
 }
 
@@ -155,7 +145,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let reps: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(7);
-    let mut out = args
+    let out = args
         .get(2)
         .filter(|p| !p.is_empty())
         .map(|p| std::fs::File::create(p).unwrap());
@@ -171,24 +161,9 @@ async fn main() {
     backend.enable_snapshots(criu).unwrap();
     let runtimes = Runtimes::load(&repo().join("runtimes")).unwrap();
     let snaps = backend.snapshots().unwrap();
-    let mut samples: BTreeMap<(String, String, String), Vec<(f64, f64, f64)>> = BTreeMap::new();
-    let mut record = |f: &str,
-                      mode: &str,
-                      cache: &str,
-                      restore: f64,
-                      first_run: f64,
-                      extra: Value,
-                      samples: &mut BTreeMap<_, Vec<_>>| {
-        let key = (f.to_string(), mode.to_string(), cache.to_string());
-        samples
-            .entry(key)
-            .or_insert_with(Vec::new)
-            .push((restore, first_run, restore + first_run));
-        if let Some(out) = out.as_mut() {
-            use std::io::Write;
-            let line = json!({"function": f, "mode": mode, "cache": cache, "restore_ms": restore, "first_run_ms": first_run, "stats": extra});
-            writeln!(out, "{line}").unwrap();
-        }
+    let mut results = Results {
+        samples: BTreeMap::new(),
+        out,
     };
     let mut n = 0;
     let mut next_id = || {
@@ -196,7 +171,10 @@ async fn main() {
         format!("i{n}")
     };
 
-    for f in functions().into_iter().filter(|f| f.name.contains(&only)) {
+    for f in functions()
+        .into_iter()
+        .filter(|f| f.name.contains(only.as_str()))
+    {
         let dir = tempfile::tempdir_in(state.path()).unwrap();
         // The template, and a normal cold start as the baseline (start + /init + /run).
         for rep in 0..=reps {
@@ -218,20 +196,22 @@ async fn main() {
             );
             let t1 = Instant::now();
             if rep == reps {
+                if f.warm {
+                    run(&sandbox).await;
+                }
                 snaps.snapshot(&sandbox, dir.path()).await.unwrap();
                 break;
             }
             run(&sandbox).await;
             let t2 = Instant::now();
             sandbox.destroy().await;
-            record(
+            results.add(
                 f.name,
                 "start+init",
                 "-",
                 ms(t1 - t0),
                 ms(t2 - t1),
                 Value::Null,
-                &mut samples,
             );
         }
         // Record once, then measure.
@@ -269,26 +249,14 @@ async fn main() {
                     run(&sandbox).await;
                     let t2 = Instant::now();
                     let stats = sandbox.restore_stats().unwrap_or_default();
-                    if std::env::var_os("TMPDBG").is_some() {
-                        let id = sandbox.id().to_string();
-                        let _ = std::fs::copy(
-                            state
-                                .path()
-                                .join("instances")
-                                .join(&id)
-                                .join("criu/restore.log"),
-                            format!("/tmp/rl-{}-{}-{}.log", f.name, mode.as_str(), cache),
-                        );
-                    }
                     sandbox.destroy().await;
-                    record(
+                    results.add(
                         f.name,
                         mode.as_str(),
                         cache,
                         ms(t1 - t0),
                         ms(t2 - t1),
                         stats,
-                        &mut samples,
                     );
                 }
             }
@@ -309,14 +277,13 @@ async fn main() {
                 let t2 = Instant::now();
                 let _ = std::fs::remove_file(kdat);
                 sandbox.destroy().await;
-                record(
+                results.add(
                     f.name,
                     "eager-no-kdat-cache",
                     "warm",
                     ms(t1 - t0),
                     ms(t2 - t1),
                     Value::Null,
-                    &mut samples,
                 );
             }
         }
@@ -336,7 +303,7 @@ async fn main() {
 
     println!("| function | mode | page cache | restore ms | first /run ms | total ms |");
     println!("| --- | --- | --- | ---: | ---: | ---: |");
-    for ((f, mode, cache), v) in &samples {
+    for ((f, mode, cache), v) in &results.samples {
         println!(
             "| {f} | {mode} | {cache} | {:.1} | {:.1} | {:.1} |",
             median(v.iter().map(|s| s.0).collect()),
@@ -348,6 +315,38 @@ async fn main() {
         "\n`java -version`: median {:.1} ms over {reps} runs",
         median(java)
     );
+}
+
+/// (function, mode, page cache) → (restore, first run, total) in ms.
+type Samples = BTreeMap<(String, String, String), Vec<(f64, f64, f64)>>;
+
+struct Results {
+    samples: Samples,
+    out: Option<std::fs::File>,
+}
+
+impl Results {
+    fn add(
+        &mut self,
+        f: &str,
+        mode: &str,
+        cache: &str,
+        restore: f64,
+        first_run: f64,
+        extra: Value,
+    ) {
+        let key = (f.to_string(), mode.to_string(), cache.to_string());
+        self.samples
+            .entry(key)
+            .or_default()
+            .push((restore, first_run, restore + first_run));
+        if let Some(out) = self.out.as_mut() {
+            use std::io::Write;
+            let line = json!({"function": f, "mode": mode, "cache": cache, "restore_ms": restore,
+                              "first_run_ms": first_run, "stats": extra});
+            writeln!(out, "{line}").unwrap();
+        }
+    }
 }
 
 fn ms(d: std::time::Duration) -> f64 {
