@@ -30,7 +30,8 @@ if [ -x "$out/criu" ] && [ -f "$out/stamp" ] && [ "$(stamp_text)" = "$(cat "$out
 fi
 
 deps=(libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libcap-dev libnl-3-dev libnet1-dev
-      libbsd-dev libgnutls28-dev pkg-config uuid-dev python3-protobuf iptables build-essential xz-utils)
+      libbsd-dev libgnutls28-dev pkg-config uuid-dev python3-protobuf iptables build-essential xz-utils
+      patch curl)
 missing=()
 for p in "${deps[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
