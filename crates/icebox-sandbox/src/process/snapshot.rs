@@ -309,7 +309,7 @@ impl ProcessBackend {
             restore_ms: 0.0,
             criu_ms,
             pager,
-            lazy_daemon: Mutex::new(lazy_daemon),
+            lazy_daemon: Mutex::new(lazy_daemon.map(restored::watch_lazy_daemon)),
         };
         let pid = match restored {
             Ok(pid) => pid,

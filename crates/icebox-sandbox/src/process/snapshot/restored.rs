@@ -5,6 +5,7 @@ use crate::sandbox::RestoreMode;
 use icebox_snap::pager::Pager;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use tokio::sync::oneshot;
 
 pub struct Restored {
     pub mode: RestoreMode,
@@ -15,7 +16,23 @@ pub struct Restored {
     /// criu restore alone, in ms.
     pub criu_ms: f64,
     pub pager: Option<Pager>,
-    pub lazy_daemon: Mutex<Option<tokio::process::Child>>,
+    /// Ends CRIU's lazy-pages daemon (lazy mode), if it has not ended by itself.
+    pub lazy_daemon: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+/// Reaps CRIU's lazy-pages daemon when it exits by itself (it does once every page is in), or
+/// kills it when the returned sender fires or drops.
+pub fn watch_lazy_daemon(mut child: tokio::process::Child) -> oneshot::Sender<()> {
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = child.wait() => {}
+            _ = stopped => {
+                let _ = child.kill().await;
+            }
+        }
+    });
+    stop
 }
 
 impl Restored {
@@ -25,12 +42,8 @@ impl Restored {
         if let Some(pager) = &self.pager {
             pager.stop();
         }
-        if let Some(mut child) = self.lazy_daemon.lock().unwrap().take() {
-            let _ = child.start_kill();
-            // Reaped in the background: it has nothing left to serve.
-            tokio::spawn(async move {
-                let _ = child.wait().await;
-            });
+        if let Some(stop) = self.lazy_daemon.lock().unwrap().take() {
+            let _ = stop.send(());
         }
     }
 
