@@ -8,6 +8,8 @@
 //! loader. It ends when told to, or by itself once every address space is gone.
 
 mod core;
+mod handler;
+mod loader;
 mod pending;
 mod socket;
 mod source;
@@ -17,8 +19,7 @@ mod uffd;
 pub use self::socket::SOCKET_NAME;
 pub use self::stats::PagerStats;
 
-use self::core::{Core, Outcome, Space, State, TOKEN_CONN, TOKEN_LISTEN, TOKEN_SPACE, TOKEN_STOP};
-use self::pending::Pending;
+use self::core::{Core, State, TOKEN_LISTEN, TOKEN_STOP};
 use self::source::{Mapped, TaskSource};
 use crate::image;
 use crate::loadset_file::{self, TouchedPage};
@@ -26,7 +27,6 @@ use crate::PAGE_SIZE;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
@@ -177,7 +177,7 @@ impl Pager {
             std::thread::Builder::new()
                 .name("icebox-pager".into())
                 .spawn(move || {
-                    let result = handle(&handler_core, listener, &reap_plan);
+                    let result = handler::handle(&handler_core, listener, &reap_plan);
                     let failed = {
                         let mut st = handler_core.lock();
                         if let Err(e) = result {
@@ -199,7 +199,7 @@ impl Pager {
             threads.push(
                 std::thread::Builder::new()
                     .name("icebox-loader".into())
-                    .spawn(move || load_concurrently(&loader_core, &plan))?,
+                    .spawn(move || loader::load_concurrently(&loader_core, &plan))?,
             );
         }
         Ok(Pager {
@@ -292,220 +292,4 @@ fn probe_addr() -> u64 {
         .and_then(|t| t.trim().parse::<u64>().ok())
         .unwrap_or(65536);
     min.max(PAGE_SIZE).next_multiple_of(PAGE_SIZE)
-}
-
-/// The handler thread: accepts criu's connection, takes the tasks' userfaultfds, and serves
-/// them until stopped or until every address space is gone.
-fn handle(
-    core: &Core,
-    listener: std::os::unix::net::UnixListener,
-    reap_plan: &[loadset_file::IndexRegion],
-) -> io::Result<()> {
-    let mut conn: Option<UnixStream> = None;
-    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
-    loop {
-        let (idle_ms, finished) = {
-            let st = core.lock();
-            if st.failed.is_some() {
-                return Ok(());
-            }
-            let wait = if !st.queue.is_empty() {
-                1
-            } else if st.finished {
-                1000
-            } else {
-                -1
-            };
-            (wait, st.finished)
-        };
-        // SAFETY: waits on our epoll fd into a buffer of the given length.
-        let n = unsafe {
-            libc::epoll_wait(
-                core.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as i32,
-                idle_ms,
-            )
-        };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(err);
-        }
-        if core.stop.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        for ev in &events[..n as usize] {
-            match ev.u64 {
-                TOKEN_STOP => return Ok(()),
-                TOKEN_LISTEN => {
-                    if conn.is_none() {
-                        if let Ok((stream, _)) = listener.accept() {
-                            stream.set_nonblocking(false)?;
-                            core.watch(stream.as_raw_fd(), TOKEN_CONN)?;
-                            conn = Some(stream);
-                        }
-                    }
-                }
-                TOKEN_CONN => {
-                    let Some(stream) = conn.as_ref() else {
-                        continue;
-                    };
-                    if greet(core, stream)? {
-                        // The restore is complete; criu closes its end. Faults until now
-                        // were criu's own (its restorer touches lazy memory): served. The
-                        // task's own wait for REAP's loading set.
-                        conn = None;
-                        if !reap_plan.is_empty() {
-                            core.lock().hold_faults = true;
-                            reap(core, reap_plan);
-                        }
-                        let mut st = core.lock();
-                        st.hold_faults = false;
-                        core.serve_queue(&mut st);
-                    }
-                }
-                token => {
-                    let id = (token - TOKEN_SPACE) as usize;
-                    let mut st = core.lock();
-                    if id < st.spaces.len() {
-                        core.read_and_apply(&mut st, id);
-                        core.serve_queue(&mut st);
-                    }
-                }
-            }
-        }
-        let mut st = core.lock();
-        if !st.queue.is_empty() {
-            core.serve_queue(&mut st);
-        }
-        if finished && n == 0 {
-            core.reap_gone(&mut st);
-            if core.live_spaces(&st) == 0 {
-                return Ok(());
-            }
-        }
-    }
-}
-
-/// One message from criu. Returns true once the restore is complete.
-fn greet(core: &Core, conn: &UnixStream) -> io::Result<bool> {
-    match socket::next(conn)? {
-        socket::Hello::Task { pid, uffd } => {
-            let mut st = core.lock();
-            let Some(task) = core.task_of_pid.get(&pid).copied() else {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("criu restores task {pid}, which the images lack"),
-                ));
-            };
-            let space = Space {
-                fd: uffd,
-                task,
-                child: false,
-                pending: lazy_runs(&core.sources[task]),
-            };
-            core.add_space(&mut st, space)?;
-            Ok(false)
-        }
-        socket::Hello::Zombie => Ok(false),
-        socket::Hello::Finished => {
-            let mut st = core.lock();
-            st.finished = true;
-            drop(st);
-            core.changed.notify_all();
-            Ok(true)
-        }
-        socket::Hello::Closed => Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "criu closed the lazy-pages socket before the restore was complete",
-        )),
-    }
-}
-
-/// The pages criu leaves to the pager: its lazy pagemap entries, cut at VMA boundaries
-/// (one UFFDIO_COPY may not cross a VMA).
-fn lazy_runs(source: &TaskSource) -> Pending {
-    let mut pending = Pending::default();
-    for stored in source.memory.stored().filter(|s| s.lazy) {
-        let end = stored.vaddr + stored.pages * PAGE_SIZE;
-        let mut at = stored.vaddr;
-        while at < end {
-            let cut = source
-                .memory
-                .vma_of(at)
-                .map(|v| v.end.min(end))
-                .unwrap_or(end);
-            pending.insert(at, cut, at);
-            at = cut;
-        }
-    }
-    pending
-}
-
-/// Largest piece installed under one hold of the lock, so faults wait little behind it.
-const LOAD_CHUNK_PAGES: u64 = 64;
-/// How far ahead of the loader the loading set file is read.
-const READ_AHEAD: u64 = 4 << 20;
-
-/// REAP: the whole loading set, before any fault is served (faults read meanwhile wait).
-fn reap(core: &Core, plan: &[loadset_file::IndexRegion]) {
-    let started = Instant::now();
-    load_plan(core, plan);
-    core.lock().stats.loader_ms = Some(started.elapsed().as_secs_f64() * 1e3);
-}
-
-/// FaaSnap: the loader thread, from the end of the restore, while the task runs.
-fn load_concurrently(core: &Core, plan: &[loadset_file::IndexRegion]) {
-    {
-        let mut st = core.lock();
-        while !st.finished && st.failed.is_none() && !core.stop.load(Ordering::SeqCst) {
-            st = core.changed.wait(st).unwrap();
-        }
-        if !st.finished {
-            return;
-        }
-    }
-    let started = Instant::now();
-    load_plan(core, plan);
-    core.lock().stats.loader_ms = Some(started.elapsed().as_secs_f64() * 1e3);
-}
-
-fn load_plan(core: &Core, plan: &[loadset_file::IndexRegion]) {
-    let Some(file) = core.loadset.as_ref() else {
-        return;
-    };
-    let mut ahead = 0u64;
-    for region in plan {
-        let mut done = 0;
-        while done < region.pages {
-            if core.stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let pages = (region.pages - done).min(LOAD_CHUNK_PAGES);
-            let offset = region.offset + done * PAGE_SIZE;
-            if offset + READ_AHEAD / 2 >= ahead {
-                file.will_need(ahead.max(offset), READ_AHEAD);
-                ahead = offset + READ_AHEAD;
-            }
-            // The disk read happens here, outside the lock.
-            file.populate(offset, pages * PAGE_SIZE);
-            let img = region.vaddr + done * PAGE_SIZE;
-            let mut tries = 0;
-            loop {
-                let outcome = {
-                    let mut st = core.lock();
-                    core.load(&mut st, region.pid, img, pages)
-                };
-                if outcome != Outcome::Busy || tries > 1000 {
-                    break;
-                }
-                tries += 1;
-                std::thread::sleep(Duration::from_micros(100));
-            }
-            done += pages;
-        }
-    }
 }
