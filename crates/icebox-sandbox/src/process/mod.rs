@@ -20,7 +20,7 @@ use crate::logs::LogCollector;
 use crate::sandbox::{InstanceSpec, Sandbox, SandboxBackend, SandboxError, Snapshots};
 use anyhow::Context;
 use async_trait::async_trait;
-use icebox_snap::criu::Criu;
+pub use icebox_snap::criu::Criu;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
