@@ -230,6 +230,19 @@ async fn dump_compact_and_restore_a_real_process_in_every_mode() {
         assert!(s.forks >= 1 && s.removes >= 1 && s.remaps >= 1, "{s:?}");
         assert_eq!(s.loader_pages, 0);
         assert!(s.error.is_none(), "{s:?}");
+        // Once its tasks are gone (the forked child exited long ago), the pager ends by itself.
+        // SAFETY: killing and reaping the process this test restored.
+        unsafe {
+            libc::kill(r.pid as i32, libc::SIGKILL);
+            libc::waitpid(r.pid as i32, std::ptr::null_mut(), 0);
+        }
+        let pager = r.pager.as_ref().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while pager.is_running() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!pager.is_running(), "the pager outlived its tasks");
+        assert_eq!(pager.stats().spaces_gone, pager.stats().spaces);
     }
 
     // Record the first request, build the loading set, then restore with it.
