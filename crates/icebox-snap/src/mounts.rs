@@ -143,7 +143,7 @@ mod tests {
              501 500 0:60 / /proc rw,nosuid - proc proc rw\n\
              502 500 0:61 / /dev rw - tmpfs tmpfs rw,size=64k\n\
              503 500 254:0 /usr /usr ro - ext4 /dev/vda rw\n\
-             504 500 254:0 /work/my\\040repo/runtimes/python /opt/icebox/runtime ro - ext4 /dev/vda rw\n\
+             504 500 254:0 /srv/my\\040repo/runtimes/python /opt/icebox/runtime ro - ext4 /dev/vda rw\n\
              505 501 0:5 /null /proc/keys ro - devtmpfs udev rw\n\
              506 501 0:62 / /proc/acpi ro - tmpfs tmpfs ro\n\
              507 503 0:70 / /usr/local/data rw - ext4 /dev/vdb rw\n",
@@ -162,7 +162,7 @@ mod tests {
             pairs,
             vec![
                 ("/usr", "/usr"),
-                ("/opt/icebox/runtime", "/work/my repo/runtimes/python"),
+                ("/opt/icebox/runtime", "/srv/my repo/runtimes/python"),
                 ("/proc/keys", "/dev/null"),
                 ("/usr/local/data", "/usr/local/data"),
             ]
