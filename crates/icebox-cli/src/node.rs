@@ -339,8 +339,8 @@ pub fn health_line(h: &Health, apihost: &str) -> String {
         .iter()
         .filter(|i| i.isolation != "process")
         .map(|i| match &i.unavailable {
-            Some(_) => format!("{} unavailable", i.isolation),
-            None => i.isolation.clone(),
+            Some(_) => format!("{}: unavailable", i.isolation),
+            None => format!("{}: yes", i.isolation),
         })
         .collect();
     let default = match h.default_isolation.as_str() {

@@ -17,7 +17,7 @@ use super::{oci, pidfd, socket_dir, ProcessBackend};
 use crate::cgroup::CgroupLimits;
 use crate::client::RuntimeClient;
 use crate::logs::LogCollector;
-use crate::sandbox::{
+use crate::{
     InstanceSpec, LoadingSetInfo, RestoreMode, Sandbox, SandboxError, SnapshotInfo, Snapshots,
 };
 use async_trait::async_trait;

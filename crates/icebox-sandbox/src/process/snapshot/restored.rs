@@ -1,7 +1,7 @@
 //! What a sandbox restored from a snapshot holds besides its processes: the pager serving its
 //! memory (or CRIU's own lazy-pages daemon, for the `lazy` baseline), and how the restore went.
 
-use crate::sandbox::RestoreMode;
+use crate::RestoreMode;
 use icebox_snap::pager::Pager;
 use std::path::PathBuf;
 use std::sync::Mutex;
