@@ -548,7 +548,7 @@ mod tests {
         let line = health_line(&h, "http://x");
         assert!(
             line.contains(
-                "isolation crun with cgroup v1 (vm, vm-shared unavailable) · default isolation vm"
+                "isolation crun with cgroup v1 (vm: yes, vm-shared: unavailable) · default isolation vm"
             ),
             "{line}"
         );
