@@ -92,7 +92,12 @@ pub fn shape(spec: &InstanceSpec) -> String {
         .text("tmp", &spec.tmp_bytes.to_string())
         .text("concurrency", &spec.concurrency.to_string())
         .text("network", &spec.network.to_string());
-    for (k, v) in &spec.env {
+    // What the restore hands the runtime anew must not tell two instances apart.
+    for (k, v) in spec
+        .env
+        .iter()
+        .filter(|(k, _)| !crate::RESTORE_ENV.contains(&k.as_str()))
+    {
         fp.text(k, v);
     }
     fp.finish()
