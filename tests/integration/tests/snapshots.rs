@@ -4,7 +4,7 @@
 //! share random state, and a damaged or foreign snapshot falls back to a normal start and
 //! says so.
 
-use icebox_integration::{wait_for, Activation, Daemon, StateDir};
+use icebox_integration::{wait_for, Activation, Auth, Daemon, StateDir, AUTH};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -26,9 +26,12 @@ function main() { return { count: COUNT, random: Math.random() }; }
 fn deploy_snapshotted(d: &Daemon, name: &str, kind: &str, code: &str, extra: &[(&str, Value)]) {
     let mut annotations = vec![json!({"key": "icebox.snapshot", "value": true})];
     annotations.extend(extra.iter().map(|(k, v)| json!({"key": k, "value": v})));
-    d.put_action(
-        name,
-        &json!({"exec": {"kind": kind, "code": code}, "annotations": annotations}),
+    let body = json!({"exec": {"kind": kind, "code": code}, "annotations": annotations});
+    d.request(
+        "PUT",
+        &format!("{}?overwrite=true", icebox_integration::action_path(name)),
+        Auth::Key(AUTH),
+        Some(&serde_json::to_vec(&body).unwrap()),
     )
     .expect(200);
 }
@@ -56,7 +59,7 @@ fn evict_all(d: &Daemon, name: &str) {
             d.request(
                 "DELETE",
                 &format!("/icebox/v1/instances/{id}"),
-                icebox_integration::Auth::Key(icebox_integration::AUTH),
+                Auth::Key(AUTH),
                 None,
             )
             .expect(200);
@@ -102,7 +105,10 @@ fn a_snapshotted_action_is_restored_recorded_then_prefetched_and_siblings_differ
     deploy_snapshotted(&d, "rnd", "python:3", PY_RANDOM, &[]);
     let ready = wait_ready(&d, "rnd");
     assert_eq!(ready["isolation"], "process");
-    assert!(ready["snapshot"]["memory_bytes"].as_u64().unwrap() > 0, "{ready}");
+    assert!(
+        ready["snapshot"]["memory_bytes"].as_u64().unwrap() > 0,
+        "{ready}"
+    );
 
     let recorded = cold(&d, "rnd");
     assert_eq!(restore_mode(&recorded), Some("record"), "{recorded:?}");
@@ -114,7 +120,11 @@ fn a_snapshotted_action_is_restored_recorded_then_prefetched_and_siblings_differ
     let second = cold(&d, "rnd");
     for a in [&first, &second] {
         assert_eq!(restore_mode(a), Some("faasnap"), "{a:?}");
-        assert_eq!(a.result()["count"], 499_500, "init state survives the restore");
+        assert_eq!(
+            a.result()["count"],
+            499_500,
+            "init state survives the restore"
+        );
     }
     assert_ne!(
         first.result()["random"],
@@ -122,14 +132,20 @@ fn a_snapshotted_action_is_restored_recorded_then_prefetched_and_siblings_differ
         "restored siblings must not share the random generator's state"
     );
     let snap = snapshot_of(&d, "rnd").unwrap();
-    assert_eq!((snap["restores"].as_u64(), snap["fallbacks"].as_u64()), (Some(3), Some(0)));
+    assert_eq!(
+        (snap["restores"].as_u64(), snap["fallbacks"].as_u64()),
+        (Some(3), Some(0))
+    );
     let kinds: Vec<String> = d
         .events()
         .iter()
         .map(|e| e["kind"].as_str().unwrap().to_string())
         .collect();
     for kind in ["snapshotted", "restored", "recorded"] {
-        assert!(kinds.iter().any(|k| k == kind), "no {kind} event: {kinds:?}");
+        assert!(
+            kinds.iter().any(|k| k == kind),
+            "no {kind} event: {kinds:?}"
+        );
     }
     // A restored instance shows how it came.
     let view = d
@@ -137,17 +153,29 @@ fn a_snapshotted_action_is_restored_recorded_then_prefetched_and_siblings_differ
         .into_iter()
         .find(|i| i["id"] == second.instance())
         .unwrap();
-    assert_eq!((view["isolation"].as_str(), view["restored"].as_str()), (Some("crun"), Some("faasnap")));
+    assert_eq!(
+        (view["isolation"].as_str(), view["restored"].as_str()),
+        (Some("crun"), Some("faasnap"))
+    );
 }
 
 #[test]
 fn restored_node_siblings_do_not_share_math_random() {
     let d = Daemon::start(&["--prewarm", "none"]);
-    deploy_snapshotted(&d, "rnd", "nodejs:20", NODE_RANDOM, &[("icebox.snapshot_restore", json!("eager"))]);
+    deploy_snapshotted(
+        &d,
+        "rnd",
+        "nodejs:20",
+        NODE_RANDOM,
+        &[("icebox.snapshot_restore", json!("eager"))],
+    );
     wait_ready(&d, "rnd");
     let a = cold(&d, "rnd");
     let b = cold(&d, "rnd");
-    assert_eq!((restore_mode(&a), restore_mode(&b)), (Some("eager"), Some("eager")));
+    assert_eq!(
+        (restore_mode(&a), restore_mode(&b)),
+        (Some("eager"), Some("eager"))
+    );
     assert_eq!(a.result()["count"], 499_500);
     assert_ne!(a.result()["random"], b.result()["random"]);
 }
@@ -159,7 +187,12 @@ fn a_damaged_snapshot_falls_back_to_a_normal_start_and_says_so() {
     wait_ready(&d, "rnd");
     let pages = snapshot_files(d.state(), ".img")
         .into_iter()
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("pages-"))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("pages-")
+        })
         .collect::<Vec<_>>();
     assert!(!pages.is_empty(), "the snapshot has page images");
     for p in &pages {
@@ -180,11 +213,17 @@ fn a_damaged_snapshot_falls_back_to_a_normal_start_and_says_so() {
         .find(|e| e["kind"] == "restore_failed")
         .expect("a restore_failed event");
     assert!(
-        failed["detail"].as_str().unwrap().contains("starting normally"),
+        failed["detail"]
+            .as_str()
+            .unwrap()
+            .contains("starting normally"),
         "{failed}"
     );
     let snap = snapshot_of(&d, "rnd").unwrap();
-    assert_eq!((snap["state"].as_str(), snap["fallbacks"].as_u64()), (Some("failed"), Some(1)));
+    assert_eq!(
+        (snap["state"].as_str(), snap["fallbacks"].as_u64()),
+        (Some("failed"), Some(1))
+    );
     assert!(d.log_text().contains("restore from the snapshot failed"));
 }
 
@@ -208,7 +247,10 @@ fn a_snapshot_of_another_runtime_build_is_never_restored() {
         .into_iter()
         .find(|e| e["kind"] == "restore_failed")
         .expect("a restore_failed event");
-    assert!(failed["detail"].as_str().unwrap().contains("runtime"), "{failed}");
+    assert!(
+        failed["detail"].as_str().unwrap().contains("runtime"),
+        "{failed}"
+    );
 }
 
 #[test]
@@ -224,7 +266,13 @@ fn snapshots_survive_a_restart_and_go_with_their_action() {
     let a = cold(&second, "rnd");
     assert_eq!(restore_mode(&a), Some("record"), "{a:?}");
     // Updating the action discards the old version's snapshot.
-    deploy_snapshotted(&second, "rnd", "python:3", &format!("{PY_RANDOM}\n# v2\n"), &[]);
+    deploy_snapshotted(
+        &second,
+        "rnd",
+        "python:3",
+        &format!("{PY_RANDOM}\n# v2\n"),
+        &[],
+    );
     let v2 = wait_ready(&second, "rnd");
     assert_eq!(v2["version"], "0.0.2");
     assert_eq!(snapshot_files(second.state(), "snapshot.json").len(), 1);
@@ -232,7 +280,7 @@ fn snapshots_survive_a_restart_and_go_with_their_action() {
         .request(
             "DELETE",
             "/icebox/v1/snapshots/_/rnd",
-            icebox_integration::Auth::Key(icebox_integration::AUTH),
+            Auth::Key(AUTH),
             None,
         )
         .expect(200);
