@@ -11,11 +11,13 @@ use std::time::Duration;
 
 /// Module state set by init, and a random number per activation.
 const PY_RANDOM: &str = r#"
+import os
 import random
 COUNT = sum(range(1000))
 
 def main(args):
-    return {"count": COUNT, "random": random.random()}
+    return {"count": COUNT, "random": random.random(),
+            "api_host": os.environ.get("__OW_API_HOST")}
 "#;
 
 const NODE_RANDOM: &str = r#"
@@ -265,6 +267,9 @@ fn snapshots_survive_a_restart_and_go_with_their_action() {
     assert_eq!(snapshot_of(&second, "rnd").unwrap()["state"], "ready");
     let a = cold(&second, "rnd");
     assert_eq!(restore_mode(&a), Some("record"), "{a:?}");
+    // The snapshot was taken under the first daemon's address; the restored runtime has the
+    // second's (it arrives with /icebox/restored).
+    assert_eq!(a.result()["api_host"], second.base_url(), "{a:?}");
     // Updating the action discards the old version's snapshot.
     deploy_snapshotted(
         &second,
