@@ -133,22 +133,25 @@ def test_examples_and_manifest_functions_are_selected_in_order():
         functions.select("no-such-function", None)
 
 
-def test_flag_value_and_snapshot_dir(tmp_path):
-    assert locate.flag_value(["iceboxd", "--state-dir", "/s", "--x"], "--state-dir") == "/s"
-    assert locate.flag_value(["iceboxd", "--state-dir=/t"], "--state-dir") == "/t"
-    assert locate.flag_value(["iceboxd"], "--state-dir") is None
+def test_snapshot_dir_from_the_restore_or_the_state_dir(tmp_path):
     snap = tmp_path / "snapshots" / "guest_sr-a-8f00aa11" / "process-0.0.2"
     (snap / "image").mkdir(parents=True)
     (snap / "entry.json").write_text(json.dumps({"action": "guest/sr-a", "version": "0.0.2"}))
     building = tmp_path / "snapshots" / "guest_sr-a-8f00aa11" / ".building-1"
     building.mkdir()
     (building / "entry.json").write_text(json.dumps({"action": "guest/sr-a", "version": "0.0.3"}))
-    assert locate.snapshot_dir(tmp_path, "guest/sr-a", "0.0.2") == snap
+    stats = {"mode": "record", "snapshot": str(snap / "image")}
+    assert locate.snapshot_dir(stats, "guest/sr-a", "0.0.2", None) == snap
+    with pytest.raises(locate.LocateError, match="not version 0.0.3"):
+        locate.snapshot_dir(stats, "guest/sr-a", "0.0.3", None)
+    with pytest.raises(locate.LocateError, match="not a snapshot on this machine"):
+        locate.snapshot_dir({"snapshot": str(tmp_path / "elsewhere" / "image")}, "guest/sr-a", "0.0.2", None)
+    # A daemon that does not name it: searched under --state-dir (never in a build in progress).
+    assert locate.snapshot_dir({"mode": "lazy"}, "guest/sr-a", "0.0.2", tmp_path) == snap
     with pytest.raises(locate.LocateError):
-        locate.snapshot_dir(tmp_path, "guest/sr-a", "0.0.3")
-    assert locate.state_dir(tmp_path) == tmp_path
-    with pytest.raises(locate.LocateError):  # no iceboxd child of the test process
-        locate.state_dir(None)
+        locate.snapshot_dir(None, "guest/sr-a", "0.0.3", tmp_path)
+    with pytest.raises(locate.LocateError, match="--state-dir"):
+        locate.snapshot_dir(None, "guest/sr-a", "0.0.2", None)
 
 
 def test_page_cache_drop_and_load_of_these_files_only(tmp_path):

@@ -38,7 +38,8 @@ class SnapshotRestore(Recipe):
         parser.add_argument("--memory-settle", type=float, default=None, dest="memory_settle_s",
                             help="seconds between the answer and the memory reading (default 0.5)")
         parser.add_argument("--state-dir", default=None,
-                            help="the daemon's --state-dir (only with --apihost; the daemon must run on this machine)")
+                            help="the daemon's --state-dir, where to look for a snapshot's files if its restores do not "
+                                 "name them (restore_stats.snapshot); the daemon must run on this machine")
 
     async def run(self, ctx: RecipeContext) -> dict:
         s = ctx.settings
@@ -48,7 +49,7 @@ class SnapshotRestore(Recipe):
         if rounds < 1:
             raise ValueError("--repetitions must be at least 1")
         specs = functions.select(str(s["functions"]), ctx.functions_dir)
-        state = locate.state_dir(s.get("state_dir") or None)
+        state = s.get("state_dir") or None
         health = await ctx.client.health()
         process = next((i for i in health.get("isolations") or [] if i.get("isolation") == "process"), {})
         if not process.get("snapshots"):

@@ -1,13 +1,12 @@
 """Where an action's snapshot lives: `<state-dir>/snapshots/<action>/<isolation>-<version>/`
-holds `entry.json` (which action and version) and `image/` (docs/snapshots.md). The node API
-does not name the directory, so the recipe finds it from the daemon's state directory: the
-`--state-dir` of the iceboxd this process started (`icebox-bench run` without --apihost), or
-the one given with --state-dir (a daemon on this machine)."""
+holds `entry.json` (which action and version) and `image/` (docs/snapshots.md). A restored
+instance's `restore_stats.snapshot` (GET /icebox/v1/instances/{id}) names the image directory
+it was restored from; a daemon that does not say it is searched under `--state-dir` for the
+entry of the action's version. Either way the files must be on this machine."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 
@@ -15,71 +14,49 @@ class LocateError(RuntimeError):
     pass
 
 
-def flag_value(argv: list[str], flag: str) -> str | None:
-    """The value of `flag` in an argument vector (`--flag VALUE` or `--flag=VALUE`)."""
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(flag + "="):
-            return arg[len(flag) + 1:]
-    return None
-
-
-def _children(parent: int) -> list[int]:
-    kids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == parent:
-            kids.append(int(entry))
-    return kids
-
-
-def _argv(pid: int) -> list[str]:
+def _entry(directory: Path) -> dict | None:
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        return []
+        return json.loads((directory / "entry.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
-def state_dir(explicit: str | Path | None = None) -> Path:
-    """The daemon's state directory: `explicit`, else that of the one iceboxd child process of
-    this process."""
-    if explicit:
-        path = Path(explicit)
-        if not path.is_dir():
-            raise LocateError(f"--state-dir {path} is not a directory")
-        return path
-    found = []
-    for pid in _children(os.getpid()):
-        argv = _argv(pid)
-        if argv and Path(argv[0]).name == "iceboxd":
-            value = flag_value(argv, "--state-dir")
-            if value:
-                found.append(Path(value))
-    if len(found) != 1:
-        raise LocateError(f"cannot tell the daemon's state directory ({len(found)} iceboxd child processes with "
-                          "--state-dir): pass --state-dir (the snapshot files must be on this machine)")
-    return found[0]
+def from_restore_stats(stats: dict | None, action: str, version: str) -> Path | None:
+    """The snapshot directory a restored instance names (the parent of its image directory),
+    if its entry is of `action` in `version`."""
+    image = (stats or {}).get("snapshot")
+    if not isinstance(image, str) or not image:
+        return None
+    directory = Path(image).parent
+    entry = _entry(directory)
+    if entry is None:
+        raise LocateError(f"{action}: the restore names {image}, which is not a snapshot on this machine "
+                          "(the recipe must run where the daemon runs)")
+    if entry.get("action") != action or entry.get("version") != version:
+        raise LocateError(f"{action}: the restore names {directory}, the snapshot of {entry.get('action')} "
+                          f"version {entry.get('version')}, not version {version}")
+    return directory
 
 
-def snapshot_dir(state: Path, action: str, version: str) -> Path:
+def under_state_dir(state: Path, action: str, version: str) -> Path:
     """The snapshot directory of `action` (`namespace/name`, as GET /icebox/v1/snapshots names
-    it) in `version`."""
-    root = state / "snapshots"
-    for entry in sorted(root.glob("*/*/entry.json")):
-        if entry.parent.name.startswith("."):
+    it) in `version`, searched under the daemon's state directory."""
+    root = Path(state) / "snapshots"
+    for entry_file in sorted(root.glob("*/*/entry.json")):
+        if entry_file.parent.name.startswith("."):
             continue  # a snapshot being built
-        try:
-            stored = json.loads(entry.read_text())
-        except (OSError, ValueError):
-            continue
-        if stored.get("action") == action and stored.get("version") == version:
-            return entry.parent
+        entry = _entry(entry_file.parent)
+        if entry and entry.get("action") == action and entry.get("version") == version:
+            return entry_file.parent
     raise LocateError(f"no snapshot directory of {action} version {version} under {root}")
+
+
+def snapshot_dir(stats: dict | None, action: str, version: str, state: str | Path | None) -> Path:
+    """From the restore's account, else under `state` (--state-dir), else an error saying so."""
+    found = from_restore_stats(stats, action, version)
+    if found is not None:
+        return found
+    if state:
+        return under_state_dir(Path(state), action, version)
+    raise LocateError(f"{action}: the daemon does not name the snapshot a restore used "
+                      "(restore_stats.snapshot): pass --state-dir")

@@ -40,7 +40,7 @@ def times_table(summary: dict) -> str:
                          fmt(pager.get("faults"), 0), fmt(pager.get("loader_pages"), 0),
                          fmt(None if pager.get("bytes_read") is None else pager["bytes_read"] / 2**20)])
     return markdown_table(["function", "mode", "page cache", "n", "cold start p50 (ms, client)", "min", "max",
-                           "restore p50 (initTime)", "criu", "/run duration", "snapshot cached before", "USS MiB",
+                           "initTime p50 (restore; /init for start)", "criu", "/run duration", "snapshot cached before", "USS MiB",
                            "PSS MiB", "pager faults", "loader pages", "MiB read by the pager"], rows)
 
 

@@ -56,6 +56,7 @@ class Subject:
     version: str = ""
     fqn: str = ""
     snapshot: dict = field(default_factory=dict)
+    directory: Path | None = None
     files: list[Path] = field(default_factory=list)
 
     @property
@@ -145,7 +146,7 @@ def invocation_line(sample: dict, phase: str) -> dict:
     return {"phase": phase, "iteration": sample.get("round"), **{k: sample.get(k) for k in keys}}
 
 
-async def prepare(client: IceboxClient, spec: FunctionSpec, modes: list[str], state: Path,
+async def prepare(client: IceboxClient, spec: FunctionSpec, modes: list[str], state: Path | None,
                   invocations: JsonlWriter, log) -> list[Subject]:
     """Deploy the function's actions and run the record phase; the subjects, ready to measure."""
     subjects = [Subject(spec, m, action_name(spec.name, m)) for m in [*modes, START]]
@@ -162,10 +163,12 @@ async def prepare(client: IceboxClient, spec: FunctionSpec, modes: list[str], st
         if s.mode in NEEDS_LOADING_SET:
             await _wait_snapshot(client, s, lambda v: v.get("loading_set") is not None,
                                  "the recording restore produced no loading set", RECORDED_TIMEOUT_S)
+        stats = (await client.instance(first["instance"])).get("restore_stats") if s.restored else None
         await evict(client, first["instance"])
         if s.restored:
             s.snapshot = await _snapshot_view(client, s) or {}
-            s.files = pagecache.files_under(locate.snapshot_dir(state, s.fqn, s.version))
+            s.directory = locate.snapshot_dir(stats, s.fqn, s.version, state)
+            s.files = pagecache.files_under(s.directory)
             log(f"{s.action}: snapshot {pagecache.size_bytes(s.files) / 2**20:.1f} MiB in {len(s.files)} files"
                 + (f", loading set {s.snapshot['loading_set']['loading_set_pages']} pages"
                    if s.snapshot.get("loading_set") else ""))
@@ -191,11 +194,15 @@ async def measure_one(client: IceboxClient, s: Subject, variant: str, params: di
                       restore_stats=view.get("restore_stats"))
     finally:
         await evict(client, sample["instance"])
+    used = (sample.get("restore_stats") or {}).get("snapshot")
+    if s.restored and used and s.directory is not None and Path(used).parent != s.directory:
+        raise ProtocolError(f"{s.action}: restored from {used}, not from the snapshot whose files were "
+                            f"{'dropped' if variant == 'cold' else 'cached'} ({s.directory})")
     return sample
 
 
 async def measure_function(client: IceboxClient, spec: FunctionSpec, modes: list[str], variants: list[str],
-                           rounds: int, state: Path, settle_s: float, samples: JsonlWriter,
+                           rounds: int, state: Path | None, settle_s: float, samples: JsonlWriter,
                            invocations: JsonlWriter, log) -> tuple[list[dict], dict[str, dict]]:
     """The record phase, then `rounds` rounds of the test phase; every sample goes to
     `samples` (JSONL) as it is taken, and its invocation to `invocations`. Returns the samples
