@@ -126,9 +126,10 @@ def test_invocation_line_keeps_the_record_fields():
 
 
 def test_examples_and_manifest_functions_are_selected_in_order():
-    specs = functions.select("nodejs-hello,hello", None)
-    assert [s.name for s in specs] == ["nodejs-hello", "hello"]
+    specs = functions.select("nodejs-hello,hello,read-part", None)
+    assert [s.name for s in specs] == ["nodejs-hello", "hello", "read-part"]
     assert specs[0].input("B") == {"name": "icebox benchmark B"}
+    assert specs[2].path.is_file() and specs[2].input("A")["blocks"] < specs[2].input("B")["blocks"]
     with pytest.raises(functions.manifest.ManifestError):
         functions.select("no-such-function", None)
 
@@ -192,4 +193,6 @@ def test_recipe_is_registered_with_its_defaults():
     defaults = config["defaults"]
     assert defaults["repetitions"] >= 5
     assert set(defaults["modes"].split(",")) == {"eager", "lazy", "reap", "faasnap"}
-    assert "web_server" in defaults["functions"] and "java-hello" in defaults["functions"]
+    for name in ("read-part", "web_server", "hello", "nodejs-hello", "java-hello", "json_dumps_loads", "pyaes",
+                 "image_processing", "chameleon"):
+        assert name in defaults["functions"].split(",")

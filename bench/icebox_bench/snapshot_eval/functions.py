@@ -1,6 +1,7 @@
 """The functions the recipe restores: any of the manifests' (functions/<lang>/functions.json),
 plus the repository's Node.js and Java hello examples, which the manifests do not hold
-(`nodejs-hello`, `java-hello`; Python's `hello` is a manifest function)."""
+(`nodejs-hello`, `java-hello`; Python's `hello` is a manifest function), and `read-part`,
+FaaSnap's synthetic read-list scaled down (read_part.py next to this file)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ EXAMPLES = {
         name="java-hello", language="java", kind="java:17",
         path=paths.REPO_ROOT / "examples/java/target/icebox-examples.jar", main="Hello", memory_mb=256,
         timeout_ms=60000, inputs=_HELLO_INPUTS, description="examples/java Hello (build: mvn -f examples/java/pom.xml package)"),
+    "read-part": manifest.FunctionSpec(
+        name="read-part", language="python", kind="python:3", path=Path(__file__).with_name("read_part.py"),
+        main="main", memory_mb=256, timeout_ms=60000, inputs={"A": {"blocks": 6000}, "B": {"blocks": 8000}},
+        paper="FaaSnap (read-list, scaled)", description="bench/icebox_bench/snapshot_eval/read_part.py"),
 }
 
 
