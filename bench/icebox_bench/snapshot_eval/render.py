@@ -75,28 +75,27 @@ def targets_table(summary: dict) -> str:
 
 
 def plot(summary: dict, path: Path) -> Path:
+    """Per function, side by side: each mode page-cache-cold (solid) and cached (light), then the
+    normal start; log scale."""
     names = list(summary["functions"])
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(names)), 4.2))
     modes = ["eager", "lazy", "reap", "faasnap"]
-    width = 0.8 / (len(modes) + 1)
+    slots = [(m, v) for m in modes for v in ("cold", "cached")] + [("start", "-")]
+    width = 0.85 / len(slots)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(names)), 4.2))
     for i, name in enumerate(names):
         cells = summary["functions"][name]["cells"]
-        for j, mode in enumerate(modes):
-            for variant, alpha in (("cold", 1.0), ("cached", 0.45)):
-                p50 = ((cells.get(mode) or {}).get(variant) or {}).get("latency_ms", {}).get("p50")
-                if p50 is not None:
-                    ax.bar(i + (j - len(modes) / 2) * width, p50, width * (0.9 if variant == "cold" else 0.5),
-                           color=COLORS[mode], alpha=alpha,
-                           label=f"{mode} ({'page-cache-cold' if variant == 'cold' else 'cached'})" if i == 0 else None)
-        start = ((cells.get("start") or {}).get("-") or {}).get("latency_ms", {}).get("p50")
-        if start is not None:
-            ax.bar(i + (len(modes) / 2) * width, start, width * 0.9, color=COLORS["start"],
-                   label="normal start" if i == 0 else None)
+        for j, (mode, variant) in enumerate(slots):
+            p50 = ((cells.get(mode) or {}).get(variant) or {}).get("latency_ms", {}).get("p50")
+            if p50 is None:
+                continue
+            label = {"cold": f"{mode}, page-cache-cold", "cached": f"{mode}, cached", "-": "normal start"}[variant]
+            ax.bar(i + (j - (len(slots) - 1) / 2) * width, p50, width * 0.95, color=COLORS[mode],
+                   alpha=0.45 if variant == "cached" else 1.0, label=label if i == 0 else None)
     ax.set_xticks(range(len(names)), names, rotation=20, fontsize="small")
     ax.set_yscale("log")
     ax.set_ylabel("cold start p50, ms (client: restore + first /run)")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize="x-small", ncol=2)
+    ax.legend(fontsize="x-small", ncol=3)
     ax.set_title("Cold start from a snapshot per restore mode (FaaSnap §6, through iceboxd)", fontsize="medium")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
