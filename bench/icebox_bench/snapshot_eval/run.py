@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..client import ApiError, IceboxClient, annotation
+from ..client import ApiError, IceboxClient, IceboxError, annotation
 from ..deploy import action_body, put_body
 from ..invoke import from_record
 from ..manifest import FunctionSpec
@@ -207,24 +207,26 @@ async def measure_function(client: IceboxClient, spec: FunctionSpec, modes: list
     """The record phase, then `rounds` rounds of the test phase; every sample goes to
     `samples` (JSONL) as it is taken, and its invocation to `invocations`. Returns the samples
     and, per mode, what its snapshot is (snapshot_facts)."""
-    subjects = {s.mode: s for s in await prepare(client, spec, modes, state, invocations, log)}
-    params = spec.input("B")
-    taken = []
-    for r, order in enumerate(schedule(modes, variants, rounds)):
-        for mode, variant in order:
-            sample = await measure_one(client, subjects[mode], variant, params, settle_s)
-            sample["round"] = r
-            samples.write(sample)
-            invocations.write(invocation_line(sample, "test"))
-            taken.append(sample)
-        log(f"{spec.name}: round {r + 1}/{rounds} done")
-    facts = {s.mode: snapshot_facts(s) for s in subjects.values() if s.restored}
-    for s in subjects.values():
-        try:
-            await client.delete_action(s.action)
-        except ApiError as e:
-            log(f"warning: could not delete {s.action}: {e}")
-    return taken, facts
+    try:
+        subjects = {s.mode: s for s in await prepare(client, spec, modes, state, invocations, log)}
+        params = spec.input("B")
+        taken = []
+        for r, order in enumerate(schedule(modes, variants, rounds)):
+            for mode, variant in order:
+                sample = await measure_one(client, subjects[mode], variant, params, settle_s)
+                sample["round"] = r
+                samples.write(sample)
+                invocations.write(invocation_line(sample, "test"))
+                taken.append(sample)
+            log(f"{spec.name}: round {r + 1}/{rounds} done")
+        return taken, {s.mode: snapshot_facts(s) for s in subjects.values() if s.restored}
+    finally:
+        # Also after a failure: the actions (and their snapshots' files) go.
+        for mode in [*modes, START]:
+            try:
+                await client.delete_action(action_name(spec.name, mode))
+            except IceboxError as e:
+                log(f"warning: could not delete {action_name(spec.name, mode)}: {e}")
 
 
 def snapshot_facts(s: Subject) -> dict:
