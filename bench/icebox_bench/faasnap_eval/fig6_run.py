@@ -92,6 +92,12 @@ async def invoke_once(client: IceboxClient, name: str, params: dict) -> dict:
     view = (await snapshot_views(client)).get(name, {})
     last = view.get("last_restore") or {}
     restored = bool(instance) and last.get("instance") == instance
+    stats = None
+    if restored:
+        try:
+            stats = (await client.instance(instance)).get("restore_stats")
+        except IceboxError:
+            stats = None  # gone already: the figures are only a breakdown
     return {
         "ok": ok,
         "status": reply.status,
@@ -103,6 +109,8 @@ async def invoke_once(client: IceboxClient, name: str, params: dict) -> dict:
         "restored": restored,
         "restore_mode": last.get("mode") if restored else None,
         "restore_ms": last.get("ms") if restored else None,
+        # The backend's account of the restore: its steps, the loader, the page cache then.
+        "restore_stats": stats,
     }
 
 
