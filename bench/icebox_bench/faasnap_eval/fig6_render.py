@@ -18,6 +18,10 @@ def _x(value: float | None, digits: int = 2) -> str:
     return "–" if value is None else f"{value:.{digits}f}x"
 
 
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
 def panel_table(summary: dict, panel: str) -> str:
     p = summary["panels"][panel]
     modes = summary["modes"]
@@ -25,12 +29,13 @@ def panel_table(summary: dict, panel: str) -> str:
     for fn, f in p["functions"].items():
         cells = [fmt(f["modes"][m]["median_ms"], 0) + ("" if f["modes"][m]["n"] else " (none)") for m in modes]
         r = f["ratios"]
-        rows.append([fn, *cells, _x(r["faasnap_vs_lazy"]), _x(r["faasnap_vs_reap"]), _x(r["faasnap_vs_cached"], 3)])
+        rows.append([fn, *cells, _x(r["faasnap_vs_lazy"]), _x(r["faasnap_vs_reap"]), _x(r["faasnap_vs_cached"], 3),
+                     fmt(r["cold_cache_cost_ms"], 0), _pct(r["gap_closed"])])
     o = p["overall"]
     rows.append(["**geomean**", *["" for _ in modes], _x(o["faasnap_vs_lazy"]), _x(o["faasnap_vs_reap"]),
-                 _x(o["faasnap_vs_cached"], 3)])
+                 _x(o["faasnap_vs_cached"], 3), "", _pct(o["gap_closed_median"]) + " (median)"])
     header = ["function", *[f"{m} (ms)" for m in modes], "faasnap vs lazy", "faasnap vs reap",
-              "faasnap / cached"]
+              "faasnap / cached", "lazy − cached (ms)", "of it saved by faasnap"]
     return markdown_table(header, rows)
 
 
@@ -38,7 +43,8 @@ def overall_table(summary: dict) -> str:
     o, paper = summary["overall"], summary["paper"]
     rows = [["faasnap vs lazy (speed-up)", _x(o["faasnap_vs_lazy"]), _x(paper["faasnap_vs_lazy"], 1)],
             ["faasnap vs reap (speed-up)", _x(o["faasnap_vs_reap"]), _x(paper["faasnap_vs_reap"], 1)],
-            ["faasnap / cached (time)", _x(o["faasnap_vs_cached"], 3), _x(paper["faasnap_vs_cached"], 3)]]
+            ["faasnap / cached (time)", _x(o["faasnap_vs_cached"], 3), _x(paper["faasnap_vs_cached"], 3)],
+            ["share of lazy's cold-cache cost faasnap saves (median)", _pct(o.get("gap_closed_median")), "–"]]
     return markdown_table(["geomean over functions and panels", "icebox vm", "FaaSnap paper"], rows)
 
 
