@@ -16,7 +16,8 @@ from icebox_bench.manifest import load_all, select
 def sample(fn: str, mode: str, ms: float, *, panel: str = "A->B", restored: bool = True, ok: bool = True,
            rep: int = 0) -> dict:
     return {"function": fn, "mode": mode, "panel": panel, "rep": rep, "latency_ms": ms, "ok": ok,
-            "restored": restored, "restore_ms": ms / 4, "duration_ms": ms / 2}
+            "restored": restored, "restore_ms": ms / 4, "duration_ms": ms / 2,
+            "majflt": 0 if mode == "cached" else int(ms), "read_bytes": 0 if mode == "cached" else int(ms) << 20}
 
 
 def three(fn: str, mode: str, a: float, b: float, c: float, **kw) -> list[dict]:
@@ -41,6 +42,7 @@ def test_medians_count_only_invocations_a_restore_served():
     assert e["median_ms"] == 200 and e["n"] == 3
     assert e["not_restored"] == 1 and e["failed"] == 1
     assert e["min_ms"] == 100 and e["max_ms"] == 300
+    assert e["majflt"] == 200 and e["read_mib"] == 200
     assert fig6.mode_entry([sample("f", "lazy", 5, restored=False)])["median_ms"] is None
 
 
@@ -82,6 +84,7 @@ def test_both_panels_and_the_render(tmp_path):
     assert [f.name for f in files] == ["faasnap-fig6.md", "faasnap_fig6.png"]
     text = files[0].read_text()
     assert "Panel A->B" in text and "Panel B->A" in text and "2.50x" in text and "FaaSnap paper" in text
+    assert "major faults" in text
 
 
 def test_actions_ask_for_vm_snapshots_in_their_mode():

@@ -43,9 +43,15 @@ def mode_entry(samples: list[dict]) -> dict:
         "failed": sum(1 for s in samples if not s.get("ok")),
         "restore_ms": statistics.median([s["restore_ms"] for s in served if s.get("restore_ms") is not None])
         if any(s.get("restore_ms") is not None for s in served) else None,
-        "duration_ms": statistics.median([s["duration_ms"] for s in served if s.get("duration_ms") is not None])
-        if any(s.get("duration_ms") is not None for s in served) else None,
+        "duration_ms": _median(s.get("duration_ms") for s in served),
+        "majflt": _median(s.get("majflt") for s in served),
+        "read_mib": _median(None if s.get("read_bytes") is None else s["read_bytes"] / 2**20 for s in served),
     }
+
+
+def _median(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

@@ -132,6 +132,22 @@ async def record(client: IceboxClient, state_dir: Path, name: str, params: dict,
     return {"action": name, "latency_ms": sample["latency_ms"], "loading_set": loading_set}
 
 
+def qemu_io(pids: list[int]) -> dict:
+    """What the VM's QEMU paid in paging since it started: major faults (a page not in the
+    cache, so a disk read) and bytes it made the disk read (its loader's reads are the daemon's)."""
+    out = {"majflt": None, "read_bytes": None}
+    for pid in pids[:1]:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            out["majflt"] = int(stat[stat.rindex(")") + 2:].split()[9])
+            for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+                if line.startswith("read_bytes:"):
+                    out["read_bytes"] = int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
 async def measure(client: IceboxClient, state_dir: Path, name: str, mode: str, params: dict) -> dict:
     await evict(client, name)
     paths = snapshot_files(state_dir, name)
@@ -141,6 +157,11 @@ async def measure(client: IceboxClient, state_dir: Path, name: str, mode: str, p
         pagecache.drop(paths)
     cached_before = pagecache.resident_bytes(paths)
     sample = await invoke_once(client, name, params)
+    if sample["instance"]:
+        try:
+            sample.update(qemu_io((await client.instance(sample["instance"]))["pids"]))
+        except IceboxError:
+            pass
     sample["cached_bytes_before"] = cached_before
     sample["snapshot_bytes"] = sum(p.stat().st_size for p in paths)
     return sample
@@ -165,6 +186,7 @@ async def run_function(client: IceboxClient, state_dir: Path, spec: FunctionSpec
                 s.update({"function": spec.name, "mode": mode, "panel": panel, "rep": rep})
                 log(f"  {spec.name} {panel} {mode} #{rep}: {s['latency_ms']:.0f} ms"
                     f" (restore {s['restore_ms']} ms, {s['restore_mode'] or 'NOT restored'},"
+                    f" QEMU {s.get('majflt')} major faults, {(s.get('read_bytes') or 0) >> 20} MiB read,"
                     f" cached before {s['cached_bytes_before']} B){'' if s['ok'] else ' FAILED: ' + str(s['error'])}")
                 samples.append(s)
         return samples, records

@@ -300,7 +300,14 @@ impl SandboxBackend for VmBackend {
         Ok(cleaned)
     }
 
-    async fn shutdown(&self) {}
+    /// Every instance is gone by now; a RAM file left means a VM the daemon never destroyed
+    /// (a snapshot template still being built at shutdown): its memory goes with its QEMU.
+    async fn shutdown(&self) {
+        if let Some(dir) = &self.cfg.ram_dir {
+            let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
+            crate::snapshot::ram::remove_all(dir, &prefix);
+        }
+    }
 
     fn snapshots(&self) -> Option<&dyn Snapshots> {
         self.cfg.ram_dir.as_ref().map(|_| self as &dyn Snapshots)
