@@ -15,7 +15,10 @@ from icebox_bench.manifest import load_all, select
 
 def sample(fn: str, mode: str, ms: float, *, panel: str = "A->B", restored: bool = True, ok: bool = True,
            rep: int = 0) -> dict:
+    steps = {"incoming": 50.0, "prefetch_wait": 0.0, "resume": ms / 8, "attach": 20.0, "total": 70 + ms / 8}
+    loader = {"bytes": 96 << 20, "ms": 80.0} if mode in ("reap", "faasnap") else None
     return {"function": fn, "mode": mode, "panel": panel, "rep": rep, "latency_ms": ms, "ok": ok,
+            "restore_stats": {"ready": {"ms": steps, "resident_pages": 1024}, "loader": loader},
             "restored": restored, "restore_ms": ms / 4, "duration_ms": ms / 2,
             "majflt": 0 if mode == "cached" else int(ms), "read_bytes": 0 if mode == "cached" else int(ms) << 20}
 
@@ -66,6 +69,15 @@ def test_ratios_as_the_paper_states_them():
     json.dumps(s)
 
 
+def test_restore_steps_are_medians_per_mode():
+    steps = fig6.restore_steps(samples(), list(fig6.MODES))
+    # hello's lazy samples are 900, 1000, 1300 ms and json's 1530, 1700, 2210: median 1400 / 8.
+    assert steps["lazy"]["resume"] == pytest.approx((1300 + 1530) / 2 / 8)
+    assert steps["lazy"]["loader_mib"] is None and steps["faasnap"]["loader_mib"] == 96
+    assert steps["cached"]["reseed"] == pytest.approx(steps["cached"]["daemon_restore"] - steps["cached"]["total"])
+    assert steps["reap"]["cached_mib_at_ready"] == 4 and steps["reap"]["n"] == 6
+
+
 def test_a_missing_mode_leaves_its_ratios_empty_and_targets_missed():
     only = [x for x in samples() if x["mode"] in ("lazy", "faasnap")]
     s = fig6.summary(only, ["hello", "json_dumps_loads"], ["lazy", "faasnap"], ["A->B"], accel="kvm")
@@ -84,7 +96,7 @@ def test_both_panels_and_the_render(tmp_path):
     assert [f.name for f in files] == ["faasnap-fig6.md", "faasnap_fig6.png"]
     text = files[0].read_text()
     assert "Panel A->B" in text and "Panel B->A" in text and "2.50x" in text and "FaaSnap paper" in text
-    assert "major faults" in text
+    assert "major faults" in text and "cont → agent" in text
 
 
 def test_actions_ask_for_vm_snapshots_in_their_mode():

@@ -103,6 +103,33 @@ def targets(overall: dict) -> list[dict]:
     ]
 
 
+STEPS = ("incoming", "prefetch_wait", "resume", "attach", "total")
+
+
+def restore_steps(samples: list[dict], modes: list[str]) -> dict[str, dict]:
+    """Per mode, medians over every restored invocation of the backend's restore steps (ms,
+    `restore_stats.ready.ms`), the daemon's whole restore (with the runtime's reseed), the
+    loader's bytes and time, and the memory file's pages in the page cache at ready."""
+    out = {}
+    for mode in modes:
+        rows = [s for s in samples if s["mode"] == mode and s.get("restored") and s.get("ok")
+                and (s.get("restore_stats") or {}).get("ready")]
+        if not rows:
+            continue
+        ready = [r["restore_stats"]["ready"] for r in rows]
+        loaders = [r["restore_stats"].get("loader") for r in rows]
+        entry = {step: _median(x["ms"].get(step) for x in ready) for step in STEPS}
+        entry["daemon_restore"] = _median(r.get("restore_ms") for r in rows)
+        entry["reseed"] = _median(None if r.get("restore_ms") is None else r["restore_ms"] - x["ms"]["total"]
+                                  for r, x in zip(rows, ready))
+        entry["loader_ms"] = _median(lo.get("ms") if lo else None for lo in loaders)
+        entry["loader_mib"] = _median(lo["bytes"] / 2**20 if lo else None for lo in loaders)
+        entry["cached_mib_at_ready"] = _median(x.get("resident_pages", 0) * 4096 / 2**20 for x in ready)
+        entry["n"] = len(rows)
+        out[mode] = entry
+    return out
+
+
 def summary(samples: list[dict], functions: list[str], modes: list[str], panels: list[str], *,
             accel: str | None, records: list[dict] | None = None, failed: dict | None = None) -> dict:
     by_panel = {p: panel([s for s in samples if s["panel"] == p], functions, modes) for p in panels}
@@ -122,6 +149,7 @@ def summary(samples: list[dict], functions: list[str], modes: list[str], panels:
         "modes": modes,
         "panels": by_panel,
         "overall": overall,
+        "restore_steps": restore_steps(samples, modes),
         "paper": PAPER,
         "targets": targets(overall),
         "records": records or [],

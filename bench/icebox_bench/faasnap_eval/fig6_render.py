@@ -50,6 +50,17 @@ def paging_table(summary: dict, panel: str) -> str:
     return markdown_table(["function", *[f"{m}: major faults / MiB read" for m in modes]], rows)
 
 
+def steps_table(summary: dict) -> str:
+    rows = []
+    for mode, e in (summary.get("restore_steps") or {}).items():
+        rows.append([mode, *[fmt(e[k], 0) for k in ("incoming", "prefetch_wait", "resume", "attach", "total")],
+                     fmt(e["reseed"], 0), fmt(e["daemon_restore"], 0), fmt(e["loader_mib"], 0),
+                     fmt(e["loader_ms"], 0), fmt(e["cached_mib_at_ready"], 0), str(e["n"])])
+    return markdown_table(["mode", "QEMU + state (ms)", "wait for loader", "cont → agent", "attach",
+                           "backend total", "reseed", "daemon restore", "loader MiB", "loader ms",
+                           "file MiB cached at ready", "n"], rows)
+
+
 def overall_table(summary: dict) -> str:
     o, paper = summary["overall"], summary["paper"]
     rows = [["faasnap vs lazy (speed-up)", _x(o["faasnap_vs_lazy"]), _x(paper["faasnap_vs_lazy"], 1)],
@@ -75,7 +86,8 @@ def markdown(summary: dict) -> str:
                   panel_table(summary, panel), "",
                   "QEMU's own paging during the restore and the invocation (medians; the loader's reads are "
                   "the daemon's, not QEMU's):", "", paging_table(summary, panel), ""]
-    parts += ["## Overall", "", overall_table(summary), "", targets_table(summary), ""]
+    parts += ["## Restore steps (medians over all functions and panels)", "", steps_table(summary), "",
+              "## Overall", "", overall_table(summary), "", targets_table(summary), ""]
     if summary.get("failed"):
         parts += ["## Failed", ""] + [f"- {k}: {v}" for k, v in summary["failed"].items()] + [""]
     return "\n".join(parts)
