@@ -7,12 +7,14 @@
 //! - [`qmp`]: QEMU's machine protocol, async and blocking.
 //! - [`Vm`]: one booted VM with its agent session and QMP connections.
 //! - [`VmBackend`] / [`VmSandbox`]: the `vm` sandbox backend.
+//! - [`snapshot`]: its snapshots, restored as FaaSnap does (and its baselines).
 
 pub mod accel;
 pub mod backend;
 pub mod image;
 pub mod qemu;
 pub mod qmp;
+pub mod snapshot;
 pub mod vm;
 
 pub use accel::{Accel, AccelChoice};
@@ -20,4 +22,4 @@ pub use backend::{VmBackend, VmBackendConfig, VmSandbox};
 pub use image::GuestImage;
 pub use qemu::{QemuProcess, VmConfig};
 pub use qmp::{Qmp, QmpSync};
-pub use vm::{Vm, VmPaths};
+pub use vm::{IncomingVm, Vm, VmPaths};
