@@ -80,6 +80,8 @@ runtimes/nodejs/addon/build.sh || say "warning: the Node.js reclaim addon did no
 # The runtime directory is read-only inside sandboxes: precompile the Python proxy there.
 /usr/bin/python3 -m compileall -q runtimes/python >/dev/null
 
+[ "$(id -u)" -eq 0 ] && { scripts/criu/build.sh || say "warning: CRIU did not build; process snapshots are off"; }
+
 # Java proxy and Java examples (Maven downloads its plugins and Gson on first use).
 if [ ! -f runtimes/java/target/icebox-java-proxy.jar ] || [ -n "$(find runtimes/java/src runtimes/java/pom.xml -newer runtimes/java/target/icebox-java-proxy.jar 2>/dev/null | head -1)" ]; then
   say "building the Java proxy"

@@ -172,6 +172,36 @@ def test_sharing_views_answer_as_the_contract_says(contract, node):
            "annotations": [{"key": "icebox.sharing", "value": "isolate"}]})
 
 
+def test_snapshot_views_answer_as_the_contract_says(contract, node):
+    """A snapshotted action: the list while building and once ready, a build request, a restored
+    instance's view (restored, restore_stats), the discard."""
+    api = Api(node)
+    action = "/api/v1/namespaces/{namespace}/actions/{name}"
+    check(contract, api, "put", action, "/api/v1/namespaces/_/actions/contract-snap?overwrite=true", 200,
+          {"exec": {"kind": "python:3", "code": "def main(a):\n    return {'ok': True}\n"},
+           "annotations": [{"key": "icebox.snapshot", "value": True}]})
+    deadline = time.monotonic() + 60
+    while True:
+        views = check(contract, api, "get", "/icebox/v1/snapshots", "/icebox/v1/snapshots", 200)
+        mine = [v for v in views if v["action"].endswith("/contract-snap")]
+        if mine and mine[0]["state"] == "ready":
+            break
+        assert time.monotonic() < deadline, f"the snapshot never became ready: {mine}"
+        time.sleep(0.1)
+    check(contract, api, "post", "/icebox/v1/snapshots/{namespace}/{name}", "/icebox/v1/snapshots/_/contract-snap", 202)
+    status, record = api.call("POST", "/api/v1/namespaces/_/actions/contract-snap?blocking=true", {})
+    assert status == 200 and record["response"]["success"], record
+    restored = {a["key"]: a["value"] for a in record["annotations"]}
+    assert restored.get("icebox.restore") == "record", record
+    view = check(contract, api, "get", "/icebox/v1/instances/{id}",
+                 f"/icebox/v1/instances/{restored['icebox.instance']}", 200)
+    assert view["restored"] == "record" and isinstance(view.get("restore_stats"), dict), view
+    check(contract, api, "delete", "/icebox/v1/snapshots/{namespace}/{name}", "/icebox/v1/snapshots/_/contract-snap", 200)
+    check(contract, api, "put", action, "/api/v1/namespaces/_/actions/contract-badsnap?overwrite=true", 400,
+          {"exec": {"kind": "python:3", "code": "def main(a):\n    return a\n"},
+           "annotations": [{"key": "icebox.snapshot", "value": "always"}]})
+
+
 def test_openwhisk_api_answers_as_the_contract_says(contract, node):
     api = Api(node)
     actions = "/api/v1/namespaces/{namespace}/actions"

@@ -43,12 +43,13 @@ def recipe_parser(recipe: recipes.Recipe) -> argparse.ArgumentParser:
 
 
 async def _run(args, recipe: recipes.Recipe, settings: dict, run_dir: RunDir, apihost: str, auth: str,
-               own_daemon: bool, daemon_args: list[str]) -> int:
+               own_daemon: bool, daemon_args: list[str], state_dir: Path | None = None) -> int:
     async with IceboxClient(apihost, auth) as client:
         config = {"command": command_line(), "kind": "recipe", "recipe": recipe.name, "settings": settings,
                   "own_daemon": own_daemon, "daemon_args": daemon_args if own_daemon else None}
         async with RunSession(client, run_dir, config, sample_period_s=args.sample_period, log=log) as session:
-            ctx = recipes.RecipeContext(client, run_dir, session, settings, args.functions_dir, own_daemon, log)
+            ctx = recipes.RecipeContext(client, run_dir, session, settings, args.functions_dir, own_daemon, log,
+                                        state_dir)
             summary = await recipe.run(ctx)
             run_dir.write_json("summary.json", summary)
     files = recipe.render(run_dir.path, summary)
@@ -72,6 +73,7 @@ def main(parsed: argparse.Namespace) -> int:
     daemon_args = recipe.daemon_args(config) + shlex.split(args.daemon_args)
     log(f"starting iceboxd {' '.join(daemon_args)} (log: {run_dir.file('iceboxd.log')})")
     with Daemon(daemon_args, log_path=run_dir.file("iceboxd.log")) as daemon:
-        code = asyncio.run(_run(args, recipe, settings, run_dir, daemon.apihost, daemon.auth, True, daemon_args))
+        code = asyncio.run(_run(args, recipe, settings, run_dir, daemon.apihost, daemon.auth, True, daemon_args,
+                                Path(daemon.state_dir)))
         log("stopping iceboxd")
     return code

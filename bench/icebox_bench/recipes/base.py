@@ -34,6 +34,8 @@ class RecipeContext:
     functions_dir: Path | None
     own_daemon: bool
     log: Callable[[str], None]
+    # The state directory of the daemon the recipe started itself (None with --apihost).
+    state_dir: Path | None = None
 
 
 def _merge(base: dict, overlay: dict) -> dict:

@@ -339,8 +339,8 @@ pub fn health_line(h: &Health, apihost: &str) -> String {
         .iter()
         .filter(|i| i.isolation != "process")
         .map(|i| match &i.unavailable {
-            Some(_) => format!("{} unavailable", i.isolation),
-            None => i.isolation.clone(),
+            Some(_) => format!("{}: unavailable", i.isolation),
+            None => format!("{}: yes", i.isolation),
         })
         .collect();
     let default = match h.default_isolation.as_str() {
@@ -548,7 +548,7 @@ mod tests {
         let line = health_line(&h, "http://x");
         assert!(
             line.contains(
-                "isolation crun with cgroup v1 (vm, vm-shared unavailable) · default isolation vm"
+                "isolation crun with cgroup v1 (vm: yes, vm-shared: unavailable) · default isolation vm"
             ),
             "{line}"
         );

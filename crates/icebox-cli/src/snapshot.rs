@@ -157,6 +157,7 @@ mod tests {
             state: "ready".into(),
             reason: None,
             created_ms: Some(1),
+            dir: None,
             snapshot: Some(SnapshotInfo {
                 backend: "crun".into(),
                 memory_bytes: 13 << 20,

@@ -106,6 +106,9 @@ pub struct SnapshotView {
     /// When it was taken, ms since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_ms: Option<u64>,
+    /// Where its files are (state ready): the backend's snapshot directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<crate::SnapshotInfo>,
     /// FaaSnap's loading set, once the first invocation of a restored instance was recorded.

@@ -16,4 +16,5 @@ pub use logs::{LogCollector, SENTINEL};
 pub use manifest::{RuntimeManifest, Runtimes};
 pub use sandbox::{
     ExitCause, InstanceSpec, MemoryBudget, Sandbox, SandboxBackend, SandboxError, Snapshots,
+    RESTORE_ENV,
 };

@@ -6,6 +6,12 @@ use icebox_core::{LoadingSetInfo, MemoryStats, RestoreMode, SnapshotInfo};
 use std::path::Path;
 use std::sync::Arc;
 
+/// Environment variables a restored runtime takes from `POST /icebox/restored` (sent by the
+/// daemon with the new instance's values) rather than keeping its snapshot's: they may differ
+/// between the template and the restored instance (the API host moves with the daemon's
+/// listen address) without making the snapshot unusable.
+pub const RESTORE_ENV: &[&str] = &["__OW_API_HOST"];
+
 /// Everything a backend needs to start one instance.
 #[derive(Debug, Clone)]
 pub struct InstanceSpec {

@@ -2,6 +2,7 @@
 //! hosts whose /dev/kvm is PVM, `-accel kvm` starts but stock kernels cannot boot.
 
 use crate::GuestImage;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
@@ -69,14 +70,31 @@ pub async fn resolve(choice: AccelChoice, qemu: &str, image: &GuestImage) -> any
             Ok(()) => Ok(Accel::Kvm),
             Err(why) => anyhow::bail!("--vm-accel kvm: a probe VM does not boot with KVM: {why}"),
         },
-        AccelChoice::Auto => match probe_kvm(qemu, image).await {
-            Ok(()) => Ok(Accel::Kvm),
-            Err(why) => {
-                tracing::info!("VMs run under TCG: {why}");
-                Ok(Accel::Tcg)
+        AccelChoice::Auto => {
+            // A /dev/kvm without Intel's or AMD's module behind it is a software hypervisor
+            // (here PVM's kvm_pvm), on which stock guest kernels do not boot: the probe would
+            // only spend its whole timeout finding that out, at every daemon start.
+            if hardware_kvm_module(Path::new("/sys/module")).is_none() {
+                tracing::info!("VMs run under TCG: /dev/kvm is not backed by kvm_intel or kvm_amd");
+                return Ok(Accel::Tcg);
             }
-        },
+            match probe_kvm(qemu, image).await {
+                Ok(()) => Ok(Accel::Kvm),
+                Err(why) => {
+                    tracing::info!("VMs run under TCG: {why}");
+                    Ok(Accel::Tcg)
+                }
+            }
+        }
     }
+}
+
+/// The hardware-virtualization KVM module that is loaded (or built in with parameters, which
+/// also shows in `/sys/module`), if any.
+fn hardware_kvm_module(sys_module: &Path) -> Option<&'static str> {
+    ["kvm_intel", "kvm_amd"]
+        .into_iter()
+        .find(|m| sys_module.join(m).is_dir())
 }
 
 /// Boot the guest kernel and initramfs with KVM until the initramfs says it runs.
@@ -146,5 +164,21 @@ pub async fn probe_kvm(qemu: &str, image: &GuestImage) -> Result<(), String> {
             err.lines().next().unwrap_or("").trim()
         )),
         Err(_) => Err(format!("the guest did not boot within {PROBE_TIMEOUT:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_intel_or_amd_modules_count_as_hardware_kvm() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(hardware_kvm_module(dir.path()), None);
+        std::fs::create_dir(dir.path().join("kvm_pvm")).unwrap();
+        std::fs::create_dir(dir.path().join("kvm")).unwrap();
+        assert_eq!(hardware_kvm_module(dir.path()), None);
+        std::fs::create_dir(dir.path().join("kvm_amd")).unwrap();
+        assert_eq!(hardware_kvm_module(dir.path()), Some("kvm_amd"));
     }
 }

@@ -7,6 +7,7 @@
 //! - [`qmp`]: QEMU's machine protocol, async and blocking.
 //! - [`Vm`]: one booted VM with its agent session and QMP connections.
 //! - [`VmBackend`] / [`VmSandbox`]: the `vm` sandbox backend.
+//! - [`snapshot`]: its snapshots, restored as FaaSnap does (and its baselines).
 //! - [`shared`]: the `vm-shared` backend (Squeezy's N:1 VMs, [`SharedBackend`]).
 
 pub mod accel;
@@ -15,6 +16,7 @@ pub mod image;
 pub mod qemu;
 pub mod qmp;
 pub mod shared;
+pub mod snapshot;
 pub mod vm;
 
 pub use accel::{Accel, AccelChoice};
@@ -23,4 +25,4 @@ pub use image::GuestImage;
 pub use qemu::{QemuProcess, VmConfig};
 pub use qmp::{Qmp, QmpSync};
 pub use shared::{SharedBackend, SharedConfig, SharedSandbox};
-pub use vm::{Vm, VmPaths};
+pub use vm::{IncomingVm, Vm, VmPaths};

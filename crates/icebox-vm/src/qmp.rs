@@ -257,6 +257,11 @@ impl Qmp {
     }
 }
 
+/// `path` as one word for the shell QEMU runs `exec:` migration URIs with.
+pub fn shell_quote(path: &Path) -> String {
+    format!("'{}'", path.to_string_lossy().replace('\'', r"'\''"))
+}
+
 /// A blocking QMP client: `Sandbox::freeze`/`thaw` are synchronous, and a VM's are one
 /// command each.
 pub struct QmpSync {
@@ -306,5 +311,21 @@ impl QmpSync {
                 None => Ok(msg.get("return").cloned().unwrap_or(Value::Null)),
             };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn exec_uris_survive_quotes_and_spaces_in_paths() {
+        let p = std::path::Path::new("/s/it's a dir/state");
+        let quoted = super::shell_quote(p);
+        assert_eq!(quoted, r"'/s/it'\''s a dir/state'");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf %s {quoted}"))
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, p.as_os_str().as_encoded_bytes());
     }
 }

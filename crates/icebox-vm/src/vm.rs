@@ -151,6 +151,139 @@ impl Vm {
     }
 }
 
+/// A QEMU started with `-incoming defer` whose device state was loaded from a VM snapshot:
+/// paused, its agent not yet connected. [`IncomingVm::resume`] makes it a [`Vm`]. Dropping it
+/// kills its QEMU.
+pub struct IncomingVm {
+    pub paths: VmPaths,
+    pub qemu: Arc<QemuProcess>,
+    pub qmp: Qmp,
+    qmp_sync: Option<QmpSync>,
+}
+
+impl Vm {
+    /// Start QEMU with `config` (which must have `incoming_defer` and the snapshot's memory
+    /// backend) and load the device state from `state` with the `x-ignore-shared` capability:
+    /// the guest RAM is the file `config` maps, not part of the stream. The VM stays paused.
+    pub async fn incoming(
+        qemu_bin: &str,
+        mut config: VmConfig,
+        paths: VmPaths,
+        state: &Path,
+        timeout: Duration,
+    ) -> Result<IncomingVm, BootError> {
+        paths.apply(&mut config);
+        config.incoming_defer = true;
+        let qemu = QemuProcess::spawn(qemu_bin, &config.args(), &paths.dir, &paths.qemu_log)
+            .map_err(|e| BootError::Other(format!("cannot start {qemu_bin}: {e}")))?;
+        let loaded = async {
+            let qmp = Qmp::connect(&paths.qmp_socket, timeout)
+                .await
+                .map_err(|e| format!("QMP: {e}"))?;
+            let qmp_sync = QmpSync::connect(&paths.qmp_sync_socket, Duration::from_secs(10))
+                .map_err(|e| format!("QMP (sync): {e}"))?;
+            qmp.migrate_set_capabilities(&[("x-ignore-shared", true)])
+                .await
+                .map_err(|e| e.to_string())?;
+            let uri = format!("exec:cat {}", crate::qmp::shell_quote(state));
+            qmp.migrate_incoming(&uri)
+                .await
+                .map_err(|e| e.to_string())?;
+            wait_migration(&qmp, timeout).await?;
+            Ok::<_, String>((qmp, qmp_sync))
+        };
+        let result = tokio::select! {
+            r = loaded => r,
+            status = qemu.exited() => {
+                return Err(BootError::QemuExited { status: status.to_string(), diagnostics: paths.diagnostics() });
+            }
+        };
+        match result {
+            Ok((qmp, qmp_sync)) => Ok(IncomingVm {
+                paths,
+                qemu,
+                qmp,
+                qmp_sync: Some(qmp_sync),
+            }),
+            Err(e) => {
+                qemu.kill();
+                Err(BootError::Other(format!(
+                    "loading the snapshot's device state failed: {e}\n{}",
+                    paths.diagnostics()
+                )))
+            }
+        }
+    }
+}
+
+/// Polls `query-migrate` until the migration completed (QEMU emits no reply to
+/// `migrate-incoming` once the stream is in, only a status).
+pub(crate) async fn wait_migration(qmp: &Qmp, timeout: Duration) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let info = qmp.query_migrate().await.map_err(|e| e.to_string())?;
+        match info.get("status").and_then(|s| s.as_str()).unwrap_or("") {
+            "completed" => return Ok(()),
+            "failed" | "cancelled" => {
+                let why = info
+                    .get("error-desc")
+                    .and_then(|s| s.as_str())
+                    .unwrap_or("no reason given");
+                return Err(format!("migration failed: {why}"));
+            }
+            _ => {}
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!("migration not completed within {timeout:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+impl IncomingVm {
+    /// Run the guest (`cont`) and open a new agent session: the agent has been waiting for one
+    /// since the snapshot's session was closed.
+    pub async fn resume(mut self, timeout: Duration) -> Result<Vm, BootError> {
+        if let Err(e) = self.qmp.cont().await {
+            return Err(BootError::Other(format!("cont: {e}")));
+        }
+        let agent = tokio::select! {
+            r = AgentClient::connect(&self.paths.agent_socket, timeout) => r,
+            status = self.qemu.exited() => {
+                return Err(BootError::QemuExited { status: status.to_string(), diagnostics: self.paths.diagnostics() });
+            }
+        };
+        let agent = match agent {
+            Ok(a) => a,
+            Err(icebox_guest::AgentError::Timeout(_)) => {
+                return Err(BootError::AgentTimeout {
+                    timeout,
+                    diagnostics: self.paths.diagnostics(),
+                })
+            }
+            Err(e) => return Err(BootError::Other(format!("agent: {e}"))),
+        };
+        let qmp_sync = self.qmp_sync.take().expect("taken only here");
+        Ok(Vm {
+            paths: self.paths.clone(),
+            qemu: self.qemu.clone(),
+            qmp: self.qmp.clone(),
+            qmp_sync: Mutex::new(qmp_sync),
+            agent,
+        })
+    }
+}
+
+impl Drop for IncomingVm {
+    /// Not resumed (a failed restore): nobody else will end this QEMU. After `resume` the
+    /// [`Vm`] owns it.
+    fn drop(&mut self) {
+        if self.qmp_sync.is_some() && self.qemu.exit_status().is_none() {
+            self.qemu.kill();
+        }
+    }
+}
+
 impl Drop for Vm {
     /// Nobody can reach a VM whose handle is gone: it must not outlive it (a panicking test,
     /// an abandoned start). A daemon that crashes runs no Drop; its VMs are orphans for

@@ -48,6 +48,7 @@ async fn python_runs_through_the_host_socket_and_its_output_reaches_the_log_coll
     sandbox.destroy().await;
     assert!(!dir.exists());
     assert!(processes_mentioning(&dir).is_empty());
+    assert!(backend.ram_files().is_empty());
     assert_eq!(sandbox.exit_cause(), Some(ExitCause::Exited));
 }
 
@@ -243,9 +244,11 @@ async fn a_restarted_daemon_kills_the_vms_of_the_crashed_one() {
     assert_eq!(processes_mentioning(&dir), vec![pid]);
 
     let restarted = backend(state.path()).await;
+    assert_eq!(restarted.ram_files().len(), 1, "the orphan's RAM file");
     assert_eq!(restarted.cleanup_orphans().await.unwrap(), 1);
     assert!(processes_mentioning(&dir).is_empty());
     assert!(!dir.exists());
+    assert!(restarted.ram_files().is_empty());
     assert_eq!(restarted.cleanup_orphans().await.unwrap(), 0);
 }
 
@@ -265,4 +268,5 @@ async fn a_runtime_that_exits_at_start_fails_with_its_output_and_leaves_nothing(
         0
     );
     assert!(processes_mentioning(state.path()).is_empty());
+    assert!(backend.ram_files().is_empty());
 }

@@ -71,10 +71,11 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_ISOLATION", default_value = "auto")]
     pub isolation: NodeIsolation,
 
-    /// VM backends (vm, vm-shared): on, or off (then only a node whose --isolation is vm or
-    /// vm-shared has them). Off by default because finding the accelerator may boot a probe VM.
-    #[arg(long, env = "ICEBOX_VM_BACKENDS", default_value = "off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
-    pub vm_backends: bool,
+    /// VM backends (vm, vm-shared), for actions whose `icebox.isolation` asks for one: auto
+    /// (when this node can run VMs: root, QEMU, the guest image), on (the daemon refuses to
+    /// start without them) or off. A node whose --isolation is vm or vm-shared needs them.
+    #[arg(long, env = "ICEBOX_VM_BACKENDS", default_value = "auto")]
+    pub vm_backends: VmBackends,
 
     /// The guest image scripts/guest/build.sh writes (default: `.tools/guest` next to the
     /// runtimes directory).
@@ -106,6 +107,11 @@ pub struct Config {
     /// /init and restored from it) or off (never).
     #[arg(long, env = "ICEBOX_SNAPSHOTS", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub snapshots: bool,
+
+    /// The CRIU binary for process snapshots (default: `.tools/criu/criu` beside the runtimes
+    /// directory, where setup builds it, then `criu` on PATH; at least 4.1).
+    #[arg(long, env = "ICEBOX_CRIU")]
+    pub criu: Option<PathBuf>,
 
     /// How an instance restored from a snapshot gets its memory: faasnap (the recorded loading
     /// set prefetched while it runs), reap (the recorded working set loaded before it runs),
@@ -240,6 +246,25 @@ pub struct Config {
 
 pub type PrewarmSpec = Vec<(String, usize)>;
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmBackends {
+    Auto,
+    On,
+    Off,
+}
+
+impl std::str::FromStr for VmBackends {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(VmBackends::Auto),
+            "on" => Ok(VmBackends::On),
+            "off" => Ok(VmBackends::Off),
+            other => Err(format!("'{other}': expected auto, on or off")),
+        }
+    }
+}
+
 /// `--isolation`: the process backend's mode and the node's default isolation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeIsolation {
@@ -371,9 +396,14 @@ impl Config {
         })
     }
 
-    /// Whether this node starts its VM backends.
-    pub fn wants_vm_backends(&self) -> bool {
-        self.vm_backends || matches!(self.isolation, NodeIsolation::Vm | NodeIsolation::VmShared)
+    /// Whether this node tries to start its VM backends, and whether it must succeed.
+    pub fn vm_backends_wanted(&self) -> (bool, bool) {
+        let default_vm = matches!(self.isolation, NodeIsolation::Vm | NodeIsolation::VmShared);
+        match self.vm_backends {
+            VmBackends::Off => (default_vm, default_vm),
+            VmBackends::Auto => (true, default_vm),
+            VmBackends::On => (true, true),
+        }
     }
 
     /// The guest image directory: explicit, else `.tools/guest` beside the runtimes
@@ -469,7 +499,7 @@ mod tests {
             "balloon",
         ]);
         assert_eq!(c.isolation.default_isolation(), Isolation::VmShared);
-        assert!(c.wants_vm_backends());
+        assert_eq!(c.vm_backends_wanted(), (true, true));
         assert_eq!((c.vm_partitions, c.vm_memory), (2, Some(3 << 30)));
         assert_eq!(c.vm_shared_mode, icebox_vm::shared::Mode::Balloon);
         assert!(Config::try_parse_from(["iceboxd", "--vm-partitions", "0"]).is_err());

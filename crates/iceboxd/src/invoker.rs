@@ -117,7 +117,15 @@ pub async fn invoke(
             Ok(lease) => lease,
             Err(e) => break (Err(e), started),
         };
-        let info = (lease.cold, lease.init_ms, lease.instance.id.clone());
+        let info = LeaseInfo {
+            cold: lease.cold,
+            init_ms: lease.init_ms,
+            instance: lease.instance.id.clone(),
+            restored: lease
+                .cold
+                .then(|| lease.instance.restore.as_ref().map(|r| r.mode))
+                .flatten(),
+        };
         let outcome = match run(&inv, lease).await {
             Delivery::Ran(outcome) => outcome,
             // The warm instance's runtime was already gone: the action never saw this
@@ -144,7 +152,12 @@ pub async fn invoke(
                 timed_out: false,
                 logs: vec![],
             },
-            Some((true, Some(init_ms), String::new())),
+            Some(LeaseInfo {
+                cold: true,
+                init_ms: Some(init_ms),
+                instance: String::new(),
+                restored: None,
+            }),
         ),
         Err(e) => {
             let error = match e {
@@ -166,19 +179,35 @@ pub async fn invoke(
     Ok(finish(state, &inv, started, outcome, lease_info))
 }
 
+/// What the activation record says of the instance that served it.
+#[derive(Default)]
+struct LeaseInfo {
+    cold: bool,
+    /// /init duration, or the restore's for an instance restored from a snapshot.
+    init_ms: Option<u64>,
+    instance: String,
+    /// How the instance's memory came from a snapshot, on the cold start that restored it.
+    restored: Option<icebox_core::RestoreMode>,
+}
+
 /// The record of an activation that started at `started`, stored and counted.
 fn finish(
     state: &AppState,
     inv: &Invocation,
     started: Instant,
     outcome: RunReport,
-    lease_info: Option<(bool, Option<u64>, String)>,
+    lease_info: Option<LeaseInfo>,
 ) -> ActivationRecord {
     let action = &inv.action;
     let start_ms = inv.arrived_ms + started.duration_since(inv.arrived).as_millis() as u64;
     let wait_ms = started.duration_since(inv.arrived).as_millis() as u64;
     let end_ms = crate::now_ms().max(start_ms);
-    let (cold, init_ms, instance_id) = lease_info.unwrap_or((false, None, String::new()));
+    let LeaseInfo {
+        cold,
+        init_ms,
+        instance: instance_id,
+        restored,
+    } = lease_info.unwrap_or_default();
     let start_kind = if cold { "cold" } else { "warm" };
 
     let mut annotations = vec![
@@ -197,6 +226,9 @@ fn finish(
     }
     if !instance_id.is_empty() {
         annotations.push(kv("icebox.instance", json!(instance_id)));
+    }
+    if let Some(mode) = restored {
+        annotations.push(kv("icebox.restore", json!(mode)));
     }
     let record = ActivationRecord {
         namespace: action.namespace.clone(),

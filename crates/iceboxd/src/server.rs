@@ -48,11 +48,15 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         )
     })?;
 
-    let backend = Arc::new(ProcessBackend::new(
+    let mut backend = ProcessBackend::new(
         &state_dir,
         &state_tag(&state_dir),
         cfg.isolation.process_mode(),
-    )?);
+    )?;
+    if cfg.snapshots {
+        enable_process_snapshots(&mut backend, &cfg, &runtimes_dir);
+    }
+    let backend = Arc::new(backend);
     if !backend.isolated() {
         tracing::warn!(
             "RUNNING WITHOUT ISOLATION: instances are plain processes (no namespaces, no cgroups, no memory or \
@@ -223,6 +227,20 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Process snapshots need crun isolation and CRIU >= 4.1; without them actions that ask for
+/// snapshots simply start normally, and the health view says why.
+fn enable_process_snapshots(backend: &mut ProcessBackend, cfg: &Config, runtimes_dir: &Path) {
+    let repo = runtimes_dir.parent();
+    let enabled = icebox_sandbox::process::Criu::discover(cfg.criu.as_deref(), repo)
+        .map_err(anyhow::Error::from)
+        .and_then(|criu| backend.enable_snapshots(criu));
+    match enabled {
+        Ok(()) => tracing::info!("process snapshots: on (CRIU)"),
+        Err(e) if cfg.criu.is_some() => tracing::warn!("process snapshots are off: {e:#}"),
+        Err(e) => tracing::info!("process snapshots are off: {e:#}"),
+    }
+}
+
 /// The `vm` backend when this node wants VM backends and can start them (root, QEMU, the
 /// guest image), else why not; and the accelerator it settled on.
 async fn vm_backend(
@@ -231,13 +249,10 @@ async fn vm_backend(
     runtimes_dir: &Path,
 ) -> (crate::pool::backends::Slot, Option<icebox_vm::Accel>) {
     use crate::pool::backends::Slot;
-    if !cfg.wants_vm_backends() {
+    let (wanted, required) = cfg.vm_backends_wanted();
+    if !wanted {
         return (
-            Slot::Unavailable(
-                "VM backends are off on this node (start iceboxd with --vm-backends on, or \
-                 --isolation vm)"
-                    .into(),
-            ),
+            Slot::Unavailable("VM backends are off on this node (--vm-backends off)".into()),
             None,
         );
     }
@@ -258,8 +273,12 @@ async fn vm_backend(
             let accel = vm.accel();
             (Slot::Ready(Arc::new(vm)), Some(accel))
         }
+        Err(e) if required => {
+            tracing::error!("no vm backend: {e:#}");
+            (Slot::Unavailable(format!("{e:#}")), None)
+        }
         Err(e) => {
-            tracing::warn!("no vm backend: {e:#}");
+            tracing::info!("no vm backend (actions cannot ask for VM isolation): {e:#}");
             (Slot::Unavailable(format!("{e:#}")), None)
         }
     }
@@ -289,7 +308,9 @@ async fn vm_shared_backend(
     match icebox_vm::SharedBackend::new(shared).await {
         Ok(b) => {
             match b.cleanup_orphans().await {
-                Ok(n) if n > 0 => tracing::warn!("removed {n} N:1 VM(s) left behind by an earlier run"),
+                Ok(n) if n > 0 => {
+                    tracing::warn!("removed {n} N:1 VM(s) left behind by an earlier run")
+                }
                 Ok(_) => {}
                 Err(e) => tracing::warn!("cannot clean up N:1 VMs of an earlier run: {e}"),
             }

@@ -67,9 +67,10 @@ public class Train {
             expect(socket, "POST", "/init", "{\"value\":{\"name\":\"training\","
                     + "\"main\":\"TrainingAction#main\",\"binary\":true,\"code\":\"" + jar
                     + "\",\"env\":{\"TRAINING\":\"1\"}}}", 200);
-            // As on a restored instance: the restore comes before the first /run.
+            // As on a restored instance: the restore comes before the first /run, with the
+            // variables iceboxd sends (so parsing and applying them is in the archive too).
             expect(socket, "POST", "/icebox/restored", "{\"instance\":\"training\",\"seed\":\""
-                    + "0".repeat(64) + "\"}", 200);
+                    + "0".repeat(64) + "\",\"env\":{\"__OW_API_HOST\":\"\"}}", 200);
             String run = "{\"value\":{\"name\":\"cds\",\"n\":1.5,\"list\":[1,true,null]},"
                     + "\"namespace\":\"ns\",\"action_name\":\"training\",\"activation_id\":\"a1\","
                     + "\"transaction_id\":\"t1\",\"api_key\":\"k\",\"deadline\":\"9999999999999\","

@@ -97,7 +97,8 @@ function initialized() {
   return state === 'ready';
 }
 
-// /icebox/restored (lib/restored.js): the main context, reseeded there, is the only one here.
+// /icebox/restored (lib/restored.js): the main context, reseeded there and whose process.env
+// lib/restored.js has already updated, is the only one here.
 async function restoreCopies() {
   return { reseeded: [], hook: await callHook(hook) };
 }

@@ -61,9 +61,10 @@ function initialized() {
   return state === 'ready';
 }
 
-// /icebox/restored (lib/restored.js): each isolate has its own Math.random and copy of the hook.
-async function restoreCopies() {
-  const { isolates, hook } = await pool.restore();
+// /icebox/restored (lib/restored.js): each isolate has its own process.env, Math.random and copy
+// of the hook. Isolates started later copy the main thread's process.env, already updated.
+async function restoreCopies(env = []) {
+  const { isolates, hook } = await pool.restore(env);
   return { reseeded: [`Math.random in ${isolates} isolate${isolates === 1 ? '' : 's'}`], hook };
 }
 

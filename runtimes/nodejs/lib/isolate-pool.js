@@ -91,15 +91,16 @@ class Isolate {
     if (!this.exited) this.worker.postMessage(msg);
   }
 
-  // Reseeds the isolate's Math.random and calls its copy of the hook, once it has loaded the
-  // action; resolves to {hook} or {error}, or {gone} if it ended first.
-  restore(seed) {
+  // Sets `env` (name/value pairs) in the isolate's process.env, reseeds its Math.random and
+  // calls its copy of the hook, once it has loaded the action; resolves to {hook} or {error}, or
+  // {gone} if it ended first.
+  restore(seed, env) {
     return new Promise((resolve) => {
       this.restoring = (outcome) => {
         this.restoring = null;
         resolve(outcome);
       };
-      this.ready.then(() => this.post({ type: 'restored', seed }), (failure) => this.restoring && this.restoring({ gone: true, failure }));
+      this.ready.then(() => this.post({ type: 'restored', seed, env }), (failure) => this.restoring && this.restoring({ gone: true, failure }));
     });
   }
 
@@ -283,13 +284,15 @@ class IsolatePool {
   }
 
   // /icebox/restored: every isolate alive now (also those still loading the action) holds a
-  // copy of the action loaded before the call; each gets a new seed and runs its hook. One
+  // copy of the action loaded before the call, and a process.env copied from the main thread's
+  // when it started; each gets `env`, a new seed, and runs its hook. (One still loading may
+  // have read the old values while loading, as a copy loaded before the snapshot did.) One
   // that exits on its own meanwhile (the hook called process.exit) fails the call; one the pool
   // ended (teardown, a failed start) is skipped. Resolves to {isolates: how many were
   // reseeded, hook: whether any had a hook}; throws a HookError for the first failure.
-  async restore() {
+  async restore(env) {
     const isolates = [...this.live].sort((x, y) => x.id - y.id);
-    const outcomes = await Promise.all(isolates.map((isolate) => isolate.restore(seeds.seedFor('isolate', isolate.id))));
+    const outcomes = await Promise.all(isolates.map((isolate) => isolate.restore(seeds.seedFor('isolate', isolate.id), env)));
     let reseeded = 0;
     let hook = false;
     let error = null;

@@ -61,7 +61,7 @@ parentPort.on('message', (msg) => {
   if (msg.type === 'run') {
     run(msg);
   } else if (msg.type === 'restored') {
-    restored(msg.seed);
+    restored(msg.seed, msg.env);
   } else if (msg.type === 'shared-reply') {
     const waiter = pending.get(msg.id);
     pending.delete(msg.id);
@@ -83,8 +83,11 @@ async function run(msg) {
   parentPort.postMessage({ type: 'result', started, response });
 }
 
-// /icebox/restored (lib/isolate-pool.js): the main thread derived this isolate's new seed.
-async function restored(seed) {
+// /icebox/restored (lib/isolate-pool.js): the main thread checked `env` (name/value pairs) and
+// derived this isolate's new seed. This Worker's process.env is its own copy, taken when it
+// started, so the new values are set here, before the hook that may read them.
+async function restored(seed, env) {
+  for (const [name, value] of env) process.env[name] = value;
   generator.reseed(seed);
   let reply;
   try {

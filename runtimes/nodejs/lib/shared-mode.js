@@ -167,10 +167,14 @@ function initialized() {
 }
 
 // /icebox/restored (lib/restored.js): every live context holds a copy of the action loaded
-// before this call, so each gets its own new seed and its copy of the hook is called; all are
-// reseeded before the first hook runs. Contexts created later get seeds from the new root.
-async function restoreCopies() {
+// before this call, so each gets `env` (name/value pairs) in its own process.env and its own new
+// seed, and then its copy of the hook is called; all are updated before the first hook runs.
+// Contexts created later copy their environment from baseEnv, updated here too, and get seeds
+// from the new root.
+async function restoreCopies(env = []) {
   const contexts = [...idle, ...busy].sort((x, y) => x.id - y.id);
+  for (const [name, value] of env) baseEnv[name] = value;
+  for (const context of contexts) context.setEnv(env);
   for (const context of contexts) context.random.reseed(seeds.seedFor('context', context.id));
   let hook = false;
   for (const context of contexts) {

@@ -191,6 +191,15 @@ class ActionContext {
     ({ entry: this.entry, hook: this.hook } = code.instantiate(this.context));
   }
 
+  // Sets variables in the context's process.env (/icebox/restored): whichever object that is
+  // now, as the action may have replaced it; its other names (the __OW_* of the last
+  // activation, the action's own) are kept.
+  setEnv(entries) {
+    const env = this.process.env;
+    if (env === null || typeof env !== 'object') return;
+    for (const [name, value] of entries) env[name] = value;
+  }
+
   // Calls the entry point; its synchronous part is cut off after `timeoutMs` (null: no limit),
   // throwing an error with code ERR_SCRIPT_EXECUTION_TIMEOUT.
   call(params, timeoutMs) {

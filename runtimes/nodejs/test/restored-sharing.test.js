@@ -49,7 +49,7 @@ test('shared mode: each vm context is reseeded with its own seed and runs its ho
   for (const [proxy, seed] of [[proxies[0], SEED_A], [proxies[1], SEED_A], [proxies[2], SEED_B]]) {
     const reply = await restored(proxy, seed);
     assert.equal(reply.status, 200, reply.text);
-    assert.deepEqual(reply.body, { ok: true, reseeded: ['Math.random', 'Math.random in 2 vm contexts'], hook: true });
+    assert.deepEqual(reply.body, { ok: true, reseeded: ['Math.random', 'Math.random in 2 vm contexts'], hook: true, env: [] });
   }
   const [first, second, third] = await Promise.all(proxies.map((proxy) => overlapping(proxy, 2, 'after').then(byNumbers)));
   assert.deepEqual(first.map((body) => body.restoredCount), [1, 1], 'the hook ran in both contexts');
@@ -81,7 +81,7 @@ test('isolate mode: each isolate is reseeded with its own seed and runs its hook
   for (const [proxy, seed] of [[proxies[0], SEED_A], [proxies[1], SEED_A], [proxies[2], SEED_B]]) {
     const reply = await restored(proxy, seed);
     assert.equal(reply.status, 200, reply.text);
-    assert.deepEqual(reply.body, { ok: true, reseeded: ['Math.random', 'Math.random in 2 isolates'], hook: true });
+    assert.deepEqual(reply.body, { ok: true, reseeded: ['Math.random', 'Math.random in 2 isolates'], hook: true, env: [] });
   }
   const [first, second, third] = await Promise.all(proxies.map((proxy) => overlapping(proxy, 2, 'after').then(byNumbers)));
   assert.deepEqual(first.map((body) => body.restoredCount), [1, 1], 'the hook ran in both isolates');
@@ -93,7 +93,7 @@ test('isolate mode: each isolate is reseeded with its own seed and runs its hook
 test('isolate mode: an isolate started after the restore gets no hook call but a derived seed', async (t) => {
   const proxies = await Promise.all([1, 2].map(() => started(t, ISOLATE)));
   for (const proxy of proxies) {
-    assert.deepEqual((await restored(proxy, SEED_A)).body, { ok: true, reseeded: ['Math.random', 'Math.random in 1 isolate'], hook: true });
+    assert.deepEqual((await restored(proxy, SEED_A)).body, { ok: true, reseeded: ['Math.random', 'Math.random in 1 isolate'], hook: true, env: [] });
   }
   // The pool holds one isolate: the second activation starts a new one.
   const [first, second] = await Promise.all(proxies.map((proxy) => overlapping(proxy, 2, 'fresh').then(byNumbers)));
@@ -112,4 +112,94 @@ test('isolate mode: a hook that throws, or ends its isolate, is a 502 and the pr
     assert.deepEqual(reply.body, { error });
     assert.deepEqual((await proxy.run({})).body, { served: true });
   }
+});
+
+// __OW_API_HOST before the snapshot and for the new instance (`env`).
+const OLD_API_HOST = 'http://10.0.0.1:3233';
+const NEW_API_HOST = 'http://10.0.0.1:4100';
+
+// Per copy of the action: what its hook saw, what its module code saw while loading, and what
+// the activation sees now beside its own __OW_ACTIVATION_ID. `LOAD_MS` of busy work while
+// loading keeps an isolate in its loading state long enough to be restored there.
+async function envMain(params) {
+  if (params.wait) await barrier(params.wait, params.n || 2);
+  return {
+    hookSaw, hookCalls, atLoad, now: process.env.__OW_API_HOST, activation: process.env.__OW_ACTIVATION_ID,
+  };
+}
+function envHook() {
+  hookSaw = process.env.__OW_API_HOST;
+  hookCalls += 1;
+}
+const envCode = (loadMs = 0) => ({
+  code: `let hookSaw = null; let hookCalls = 0; const atLoad = process.env.__OW_API_HOST;
+for (const end = Date.now() + ${loadMs}; Date.now() < end;);
+${sourceOf(barrier, envMain)}
+const iceboxRestored = ${envHook.toString().replace('envHook', '')};
+exports.main = envMain; exports.iceboxRestored = iceboxRestored;`,
+});
+
+// `n` overlapping activations, each with its own activation id; their bodies by activation.
+async function overlappingWithIds(proxy, n, wait) {
+  const runs = await Promise.all(Array.from({ length: n }, (_, i) => proxy.run({ wait, n }, { activation_id: `${wait}-${i}` })));
+  for (const run of runs) assert.equal(run.status, 200, run.text);
+  return runs.map((run) => run.body).sort((x, y) => x.activation.localeCompare(y.activation));
+}
+
+const restoredWithEnv = (proxy, env) => proxy.request('POST', '/icebox/restored', { instance: 'inst', seed: SEED_A, env });
+
+test('shared mode: env reaches every pooled context before its hook, and contexts made later', async (t) => {
+  const proxy = await started(t, { ...SHARED, __OW_API_HOST: OLD_API_HOST }, envCode());
+  // Two contexts, both idle in the pool when the restore comes.
+  assert.deepEqual((await overlappingWithIds(proxy, 2, 'before')).map((body) => body.now), [OLD_API_HOST, OLD_API_HOST]);
+  const reply = await restoredWithEnv(proxy, { __OW_API_HOST: NEW_API_HOST });
+  assert.equal(reply.status, 200, reply.text);
+  assert.deepEqual(reply.body, { ok: true, reseeded: ['Math.random', 'Math.random in 2 vm contexts'], hook: true, env: ['__OW_API_HOST'] });
+  // Three at once: the two pooled contexts and a new one.
+  const bodies = await overlappingWithIds(proxy, 3, 'after');
+  assert.deepEqual(bodies.map((body) => body.activation), ['after-0', 'after-1', 'after-2'], 'each its own __OW_ACTIVATION_ID');
+  for (const body of bodies) assert.equal(body.now, NEW_API_HOST);
+  const copies = bodies.map(({ hookSaw, hookCalls, atLoad }) => ({ hookSaw, hookCalls, atLoad }));
+  assert.deepEqual(copies.sort((x, y) => x.hookCalls - y.hookCalls), [
+    { hookSaw: null, hookCalls: 0, atLoad: NEW_API_HOST }, // made after the restore: no hook
+    { hookSaw: NEW_API_HOST, hookCalls: 1, atLoad: OLD_API_HOST },
+    { hookSaw: NEW_API_HOST, hookCalls: 1, atLoad: OLD_API_HOST },
+  ]);
+});
+
+test('shared mode: a bad env is a 400 that no context sees', async (t) => {
+  const proxy = await started(t, { ...SHARED, __OW_API_HOST: OLD_API_HOST }, envCode());
+  await overlappingWithIds(proxy, 2, 'before');
+  const reply = await restoredWithEnv(proxy, { __OW_API_HOST: NEW_API_HOST, BAD: 1 });
+  assert.equal(reply.status, 400);
+  assert.match(reply.body.error, /"env" value of BAD must be a string, got a number/);
+  for (const body of await overlappingWithIds(proxy, 3, 'after')) {
+    assert.equal(body.now, OLD_API_HOST);
+    assert.equal(body.hookCalls, 0);
+  }
+});
+
+test('isolate mode: env reaches every isolate before its hook, one still loading included, and isolates started later', async (t) => {
+  const env = {
+    ...ISOLATE, ICEBOX_ISOLATE_POOL: '2', __OW_API_HOST: OLD_API_HOST,
+  };
+  // /init answers once the first isolate has loaded; the pool's second one is then still busy
+  // loading for a second, and the restore reaches it there.
+  const proxy = await started(t, env, envCode(1000));
+  const { isolates } = (await proxy.request('GET', '/icebox/stats')).body.sharing;
+  assert.deepEqual([isolates.created, isolates.live], [2, 1], 'the second isolate is still loading');
+  const reply = await restoredWithEnv(proxy, { __OW_API_HOST: NEW_API_HOST });
+  assert.equal(reply.status, 200, reply.text);
+  assert.deepEqual(reply.body, { ok: true, reseeded: ['Math.random', 'Math.random in 2 isolates'], hook: true, env: ['__OW_API_HOST'] });
+  // Three at once: the two pooled isolates and a new one.
+  const bodies = await overlappingWithIds(proxy, 3, 'after');
+  assert.deepEqual(bodies.map((body) => body.activation), ['after-0', 'after-1', 'after-2'], 'each its own __OW_ACTIVATION_ID');
+  for (const body of bodies) assert.equal(body.now, NEW_API_HOST);
+  const copies = bodies.map(({ hookSaw, hookCalls, atLoad }) => ({ hookSaw, hookCalls, atLoad }));
+  assert.deepEqual(copies.sort((x, y) => x.hookCalls - y.hookCalls), [
+    { hookSaw: null, hookCalls: 0, atLoad: NEW_API_HOST }, // started after the restore: no hook
+    // Both loaded with the template's value (the second while the restore waited for it).
+    { hookSaw: NEW_API_HOST, hookCalls: 1, atLoad: OLD_API_HOST },
+    { hookSaw: NEW_API_HOST, hookCalls: 1, atLoad: OLD_API_HOST },
+  ]);
 });

@@ -202,14 +202,20 @@ class App:
         from . import restore
 
         try:
-            seed = restore.parse_seed(_parse_object(request.body))
+            document = _parse_object(request.body)
+            # Both checked before anything changes: a bad body applies nothing.
+            seed = restore.parse_seed(document)
+            env = restore.parse_env(document)
         except restore.BadRequest as exc:
             raise _BadRequest(str(exc)) from None
         # Two overlapping calls must not interleave reseeding and hooks (threaded server).
         with self._init_lock:
+            # The environment first, so the hook already sees the new instance's values.
+            applied = restore.apply_env(env)
             reseeded = restore.reseed(seed)
             try:
                 hook = restore.call_hook(action.module)
             except restore.HookFailed as exc:
                 return _error(502, str(exc))
-        return 200, jsoncodec.dumps({"ok": True, "reseeded": reseeded, "hook": hook}), None
+        return 200, jsoncodec.dumps({"ok": True, "reseeded": reseeded, "hook": hook,
+                                     "env": applied}), None

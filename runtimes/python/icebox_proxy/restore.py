@@ -3,13 +3,16 @@
 Every instance restored from one snapshot starts with the same memory, so any generator that
 was seeded before the snapshot would produce the same numbers in all of them. iceboxd sends a
 fresh seed; this module reseeds what the interpreter holds process-wide and then calls the
-action's own hook, `icebox_restored()`, for whatever the action keeps itself.
+action's own hook, `icebox_restored()`, for whatever the action keeps itself. The same memory
+also holds the template's environment: iceboxd sends the new instance's values of the
+variables that may differ (`env`, e.g. `__OW_API_HOST`), applied first so the hook sees them.
 
 Only generators that already exist are touched: a module the action imports after the
 restore seeds itself from os.urandom then, which is already different per instance, and
 importing one here just to reseed it would put its import on the restore path.
 """
 
+import os
 import sys
 
 from . import activation
@@ -41,6 +44,55 @@ def parse_seed(document):
         raise BadRequest("The /icebox/restored \"seed\" must be %d hex digits (32 bytes),"
                          " got %r." % (SEED_HEX_DIGITS, shown))
     return bytes.fromhex(seed)
+
+
+def parse_env(document):
+    """{name: value} of the body's optional "env" (empty when absent); BadRequest for anything
+    that is not an object of environment-variable names to strings, so that nothing is applied
+    when any of it is wrong."""
+    if "env" not in document:
+        return {}
+    env = document["env"]
+    if not isinstance(env, dict):
+        raise BadRequest("The /icebox/restored \"env\" must be an object of environment"
+                         " variable names to string values, got %s." % _json_type(env))
+    for name, value in env.items():
+        # What os.environ would refuse half-way through, checked before anything is set.
+        if not name or "=" in name or "\0" in name:
+            raise BadRequest("The /icebox/restored \"env\" has an invalid variable name %r"
+                             " (empty, or with '=' or a NUL)." % name)
+        if not isinstance(value, str):
+            raise BadRequest("The /icebox/restored \"env\" value of %s must be a string,"
+                             " got %s." % (name, _json_type(value)))
+        if "\0" in value:
+            raise BadRequest("The /icebox/restored \"env\" value of %s contains a NUL"
+                             " character." % name)
+    return env
+
+
+def _json_type(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def apply_env(env):
+    """Set the variables process-wide; returns their names, sorted, for the reply.
+
+    Through os.environ, which also calls putenv (child processes inherit the new values). In
+    the shared mode os.environ is threadenv's view: this request's thread has no activation
+    values, so the write lands in the process environment that every activation falls back to
+    for names it does not hold itself (all but the seven __OW_* set per /run).
+    """
+    for name, value in env.items():
+        os.environ[name] = value
+    return sorted(env)
 
 
 def reseed(seed):

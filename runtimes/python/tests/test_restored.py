@@ -41,8 +41,14 @@ def main(args):
 """
 
 
-def restored(proxy, seed=SEED_A, instance="inst-1"):
-    return proxy.request("POST", "/icebox/restored", {"instance": instance, "seed": seed})
+_NO_ENV = object()
+
+
+def restored(proxy, seed=SEED_A, instance="inst-1", env=_NO_ENV):
+    body = {"instance": instance, "seed": seed}
+    if env is not _NO_ENV:
+        body["env"] = env
+    return proxy.request("POST", "/icebox/restored", body)
 
 
 def numbers(proxy):
@@ -64,7 +70,7 @@ def test_same_seed_same_sequence_different_seed_different(start_proxy):
                restored(third, SEED_B, "three")]
     for reply in replies:
         assert reply.status == 200, reply
-        assert reply.json == {"ok": True, "reseeded": ["random"], "hook": False}
+        assert reply.json == {"ok": True, "reseeded": ["random"], "hook": False, "env": []}
     assert numbers(first) == numbers(second) == expected_numbers(SEED_A)
     assert numbers(third) != expected_numbers(SEED_A)
 
@@ -83,7 +89,7 @@ def test_hook_runs_after_reseeding_and_on_every_call(proxy):
     assert proxy.run({}).json == {"restored": 0, "generator": None}
     reply = restored(proxy)
     assert reply.status == 200
-    assert reply.json == {"ok": True, "reseeded": ["random"], "hook": True}
+    assert reply.json == {"ok": True, "reseeded": ["random"], "hook": True, "env": []}
     assert proxy.run({}).json == {"restored": 1, "generator": random.Random(7).random()}
     assert restored(proxy).json["hook"] is True
     assert proxy.run({}).json["restored"] == 2
@@ -116,7 +122,7 @@ def test_hook_that_is_not_a_function_is_502(proxy):
 
 def test_only_generators_in_use_are_reseeded(proxy):
     assert proxy.init("def main(args):\n    return {}\n").status == 200
-    assert restored(proxy).json == {"ok": True, "reseeded": [], "hook": False}
+    assert restored(proxy).json == {"ok": True, "reseeded": [], "hook": False, "env": []}
 
 
 def test_tempfile_names_and_openssl(proxy):
@@ -186,6 +192,129 @@ def main(args):
     for proxy in proxies:
         assert proxy.init(code).status == 200
         # Threads of one interpreter share its modules: one copy of the action, one hook call.
-        assert restored(proxy).json == {"ok": True, "reseeded": ["random"], "hook": True}
+        assert restored(proxy).json == {"ok": True, "reseeded": ["random"], "hook": True,
+                                        "env": []}
     first, second = (proxy.run({}).json for proxy in proxies)
     assert first == second == {"restored": 1, "numbers": expected_numbers(SEED_A)}
+
+
+# The environment of the template, as iceboxd started it before the snapshot.
+OLD_API_HOST = {"__OW_API_HOST": "http://10.0.0.1:3233"}
+NEW_API_HOST = "http://10.0.0.1:4100"
+
+# The hook records the value it sees and how often it ran; main reports that and what it sees
+# itself, through each way an action reads the environment.
+ENV_HOOK_ACTION = """
+import os
+import random
+import subprocess
+from os import environ
+
+SEEN = {"hook": None, "hook_calls": 0}
+
+def icebox_restored():
+    SEEN["hook"] = os.environ.get("__OW_API_HOST")
+    SEEN["hook_calls"] += 1
+
+def main(args):
+    result = dict(SEEN)
+    result["environ"] = os.environ.get("__OW_API_HOST")
+    result["getenv"] = os.getenv("__OW_API_HOST")
+    result["module_environ"] = environ.get("__OW_API_HOST")
+    result["activation_id"] = os.environ.get("__OW_ACTIVATION_ID")
+    if args.get("more"):
+        result["good"] = os.environ.get("GOOD")
+        result["random"] = random.random()
+    if args.get("child"):
+        # A child process inherits the C environment, which putenv changed too.
+        result["child"] = subprocess.run(["printenv", "__OW_API_HOST"], capture_output=True,
+                                         text=True, check=True).stdout.strip()
+    return result
+"""
+
+
+def test_env_is_applied_before_the_hook_and_seen_by_run(start_proxy):
+    proxy = start_proxy(extra_env=OLD_API_HOST)
+    assert proxy.init(ENV_HOOK_ACTION).status == 200
+    before = proxy.run({}).json
+    assert before["environ"] == OLD_API_HOST["__OW_API_HOST"]
+    reply = restored(proxy, env={"__OW_API_HOST": NEW_API_HOST})
+    assert reply.status == 200, reply
+    assert reply.json == {"ok": True, "reseeded": ["random"], "hook": True,
+                          "env": ["__OW_API_HOST"]}
+    seen = proxy.run({"child": True}, activation_id="a1").json
+    assert seen == {"hook": NEW_API_HOST, "hook_calls": 1, "environ": NEW_API_HOST,
+                    "getenv": NEW_API_HOST, "module_environ": NEW_API_HOST,
+                    "activation_id": "a1", "child": NEW_API_HOST}
+
+
+def test_env_absent_or_empty_changes_nothing(start_proxy):
+    proxy = start_proxy(extra_env=OLD_API_HOST)
+    assert proxy.init(ENV_HOOK_ACTION).status == 200
+    assert restored(proxy).json["env"] == []
+    assert restored(proxy, env={}).json["env"] == []
+    seen = proxy.run({}).json
+    assert seen["hook_calls"] == 2
+    assert seen["hook"] == seen["environ"] == OLD_API_HOST["__OW_API_HOST"]
+
+
+def test_env_names_come_back_sorted_and_new_names_are_added(start_proxy):
+    proxy = start_proxy(extra_env=OLD_API_HOST)
+    assert proxy.init("import os\n\ndef main(args):\n"
+                      "    return {k: os.environ.get(k) for k in ('B_NEW', '__OW_API_HOST')}\n"
+                      ).status == 200
+    reply = restored(proxy, env={"__OW_API_HOST": NEW_API_HOST, "B_NEW": ""})
+    assert reply.json["env"] == ["B_NEW", "__OW_API_HOST"]
+    assert proxy.run({}).json == {"B_NEW": "", "__OW_API_HOST": NEW_API_HOST}
+
+
+def test_shared_mode_activations_see_the_new_value_beside_their_own(start_proxy):
+    proxy = start_proxy(concurrency=2, extra_env=dict(OLD_API_HOST, ICEBOX_SHARING="shared"))
+    assert proxy.init(ENV_HOOK_ACTION).status == 200
+    # An activation before the restore: its thread has had per-activation values since.
+    assert proxy.run({}, activation_id="before").json["environ"] == OLD_API_HOST["__OW_API_HOST"]
+    reply = restored(proxy, env={"__OW_API_HOST": NEW_API_HOST})
+    assert reply.json == {"ok": True, "reseeded": ["random"], "hook": True,
+                          "env": ["__OW_API_HOST"]}
+    # Two connections: two server threads, each with its own per-activation view.
+    connections = [proxy.connection() for _ in range(2)]
+    try:
+        for number, connection in enumerate(connections):
+            seen = proxy.run_on(connection, {}, activation_id="after-%d" % number).json
+            assert seen == {"hook": NEW_API_HOST, "hook_calls": 1, "environ": NEW_API_HOST,
+                            "getenv": NEW_API_HOST, "module_environ": NEW_API_HOST,
+                            "activation_id": "after-%d" % number}
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+@pytest.mark.parametrize("env, complaint", [
+    ([["__OW_API_HOST", NEW_API_HOST]], 'must be an object of environment variable names to'
+                                        ' string values, got an array'),
+    (None, "got null"),
+    ("__OW_API_HOST=x", "got a string"),
+    ({"__OW_API_HOST": 4100}, "value of __OW_API_HOST must be a string, got a number"),
+    ({"__OW_API_HOST": None}, "value of __OW_API_HOST must be a string, got null"),
+    # A valid variable beside a bad one: neither is applied.
+    ({"__OW_API_HOST": NEW_API_HOST, "GOOD": "x", "A=B": "x"}, "invalid variable name 'A=B'"),
+    ({"__OW_API_HOST": NEW_API_HOST, "": "x"}, "invalid variable name ''"),
+    ({"__OW_API_HOST": NEW_API_HOST, "N\0UL": "x"}, "invalid variable name"),
+    ({"GOOD": "x", "__OW_API_HOST": "a\0b"}, "value of __OW_API_HOST contains a NUL"),
+])
+def test_bad_env_is_400_and_applies_nothing(start_proxy, env, complaint):
+    proxy = start_proxy(extra_env=OLD_API_HOST)
+    assert proxy.init(ENV_HOOK_ACTION).status == 200
+    reply = restored(proxy, env=env)
+    assert reply.status == 400, reply
+    assert '"env"' in reply.json["error"] and complaint in reply.json["error"], reply.json
+    # Nothing happened: no variable set (not even the valid ones), no hook call, and `random`
+    # was not reseeded (a reseeded generator would start with the seed's first number).
+    after = proxy.run({"more": True}).json
+    assert after["environ"] == OLD_API_HOST["__OW_API_HOST"]
+    assert after["good"] is None
+    assert after["hook_calls"] == 0
+    assert after["random"] != expected_numbers(SEED_A)[0]
+    # The proxy serves on and a correct call still works.
+    assert restored(proxy, env={"__OW_API_HOST": NEW_API_HOST}).status == 200
+    assert proxy.run({}).json["hook"] == NEW_API_HOST

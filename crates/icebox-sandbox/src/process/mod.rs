@@ -6,6 +6,7 @@ mod crun;
 mod oci;
 mod pidfd;
 mod sandbox;
+mod snapshot;
 mod socket_dir;
 
 pub use self::crun::Crun;
@@ -16,9 +17,10 @@ use self::sandbox::Isolation;
 use crate::cgroup::{CgroupLimits, CgroupRoot, CgroupVersion};
 use crate::client::RuntimeClient;
 use crate::logs::LogCollector;
-use crate::sandbox::{InstanceSpec, Sandbox, SandboxBackend, SandboxError};
+use crate::sandbox::{InstanceSpec, Sandbox, SandboxBackend, SandboxError, Snapshots};
 use anyhow::Context;
 use async_trait::async_trait;
+pub use icebox_snap::criu::Criu;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -57,6 +59,8 @@ pub struct ProcessBackend {
     cgroup_parent: String,
     cgroups: Option<CgroupRoot>,
     crun: Option<Crun>,
+    /// Set when snapshots are on (crun isolation and a usable criu).
+    criu: Option<Criu>,
 }
 
 impl ProcessBackend {
@@ -110,11 +114,23 @@ impl ProcessBackend {
             cgroup_parent: format!("icebox-{tag}"),
             cgroups,
             crun,
+            criu: None,
         })
     }
 
     pub fn isolated(&self) -> bool {
         self.crun.is_some()
+    }
+
+    /// Turns snapshots on with this criu (see `Criu::discover`); only crun instances can be
+    /// snapshotted.
+    pub fn enable_snapshots(&mut self, criu: Criu) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.crun.is_some(),
+            "snapshots need crun isolation (root and crun installed)"
+        );
+        self.criu = Some(criu);
+        Ok(())
     }
 
     fn instance_dir(&self, id: &str) -> PathBuf {
@@ -204,6 +220,7 @@ impl ProcessBackend {
                 crun: crun.clone(),
             },
         );
+        sandbox.set_spec(spec.clone());
         sandbox.watch(out_rx, err_rx, sandbox::ExitWatch::Pidfd(exit_fd));
         Ok(sandbox)
     }
@@ -336,6 +353,10 @@ impl SandboxBackend for ProcessBackend {
             let _ = std::fs::remove_dir_all(self.instance_dir(id));
         }
         Ok(ids.len())
+    }
+
+    fn snapshots(&self) -> Option<&dyn Snapshots> {
+        (self.crun.is_some() && self.criu.is_some()).then_some(self as &dyn Snapshots)
     }
 
     async fn shutdown(&self) {

@@ -5,7 +5,7 @@ use super::pidfd;
 use crate::cgroup::Cgroup;
 use crate::client::RuntimeClient;
 use crate::logs::LogCollector;
-use crate::sandbox::{ExitCause, Sandbox};
+use crate::sandbox::{ExitCause, InstanceSpec, Sandbox};
 use async_trait::async_trait;
 use icebox_core::MemoryStats;
 use std::os::fd::OwnedFd;
@@ -19,6 +19,10 @@ pub(super) enum Isolation {
     Crun {
         cgroup: Cgroup,
         crun: Crun,
+    },
+    /// Restored from a snapshot (by criu, into a cgroup like crun's; crun knows nothing of it).
+    Restored {
+        cgroup: Cgroup,
     },
     /// Unprivileged fallback: the runtime leads its own process group.
     ProcessGroup {
@@ -40,6 +44,9 @@ pub struct ProcessSandbox {
     exit_cause: OnceLock<ExitCause>,
     exit_notify: Notify,
     destroyed: AtomicBool,
+    /// What it was started as (a snapshot records it, a restore must match it).
+    spec: OnceLock<InstanceSpec>,
+    restored: OnceLock<super::snapshot::Restored>,
 }
 
 impl ProcessSandbox {
@@ -65,7 +72,41 @@ impl ProcessSandbox {
             exit_cause: OnceLock::new(),
             exit_notify: Notify::new(),
             destroyed: AtomicBool::new(false),
+            spec: OnceLock::new(),
+            restored: OnceLock::new(),
         })
+    }
+
+    pub(super) fn main_pid(&self) -> u32 {
+        self.main_pid
+    }
+
+    pub(super) fn isolation(&self) -> &Isolation {
+        &self.isolation
+    }
+
+    pub(super) fn spec(&self) -> Option<&InstanceSpec> {
+        self.spec.get()
+    }
+
+    pub(super) fn set_spec(&self, spec: InstanceSpec) {
+        let _ = self.spec.set(spec);
+    }
+
+    pub(super) fn restored(&self) -> Option<&super::snapshot::Restored> {
+        self.restored.get()
+    }
+
+    pub(super) fn set_restored(&self, restored: super::snapshot::Restored) {
+        let _ = self.restored.set(restored);
+    }
+
+    /// The instance's cgroup, when it has one.
+    fn cgroup(&self) -> Option<&Cgroup> {
+        match &self.isolation {
+            Isolation::Crun { cgroup, .. } | Isolation::Restored { cgroup } => Some(cgroup),
+            Isolation::ProcessGroup { .. } => None,
+        }
     }
 
     fn spawn_log_pumps<O, E>(self: &Arc<Self>, stdout: O, stderr: E)
@@ -115,9 +156,9 @@ impl ProcessSandbox {
     }
 
     fn mark_exited(&self) {
-        let cause = match &self.isolation {
-            Isolation::Crun { cgroup, .. } if cgroup.oom_kills() > 0 => ExitCause::OutOfMemory,
-            Isolation::Crun { cgroup, .. } if cgroup.pids_max_events() > 0 => ExitCause::PidsLimit,
+        let cause = match self.cgroup() {
+            Some(cgroup) if cgroup.oom_kills() > 0 => ExitCause::OutOfMemory,
+            Some(cgroup) if cgroup.pids_max_events() > 0 => ExitCause::PidsLimit,
             _ => ExitCause::Exited,
         };
         let _ = self.exit_cause.set(cause);
@@ -154,38 +195,39 @@ impl Sandbox for ProcessSandbox {
     }
 
     fn pids(&self) -> Vec<u32> {
-        match &self.isolation {
-            Isolation::Crun { cgroup, .. } => cgroup.pids(),
-            Isolation::ProcessGroup { pgid } => process_group_members(*pgid),
+        match (&self.isolation, self.cgroup()) {
+            (Isolation::ProcessGroup { pgid }, _) => process_group_members(*pgid),
+            (_, Some(cgroup)) => cgroup.pids(),
+            (_, None) => Vec::new(),
         }
     }
 
     fn memory(&self) -> MemoryStats {
         let mut stats = icebox_mem::measure_pids(&self.pids());
-        if let Isolation::Crun { cgroup, .. } = &self.isolation {
+        if let Some(cgroup) = self.cgroup() {
             stats.cgroup = cgroup.memory_usage().unwrap_or(0);
         }
         stats
     }
 
     fn freeze(&self) -> std::io::Result<()> {
-        match &self.isolation {
-            Isolation::Crun { cgroup, .. } => cgroup.freeze(),
-            Isolation::ProcessGroup { .. } => self.signal_group(libc::SIGSTOP),
+        match self.cgroup() {
+            Some(cgroup) => cgroup.freeze(),
+            None => self.signal_group(libc::SIGSTOP),
         }
     }
 
     fn thaw(&self) -> std::io::Result<()> {
-        match &self.isolation {
-            Isolation::Crun { cgroup, .. } => cgroup.thaw(),
-            Isolation::ProcessGroup { .. } => self.signal_group(libc::SIGCONT),
+        match self.cgroup() {
+            Some(cgroup) => cgroup.thaw(),
+            None => self.signal_group(libc::SIGCONT),
         }
     }
 
     fn reclaim_memory(&self, bytes: u64) -> std::io::Result<u64> {
-        match &self.isolation {
-            Isolation::Crun { cgroup, .. } => cgroup.reclaim_memory(bytes),
-            Isolation::ProcessGroup { .. } => Err(std::io::Error::new(
+        match self.cgroup() {
+            Some(cgroup) => cgroup.reclaim_memory(bytes),
+            None => Err(std::io::Error::new(
                 std::io::ErrorKind::Unsupported,
                 "memory reclaim needs the instance's cgroup (running without cgroups)",
             )),
@@ -218,14 +260,27 @@ impl Sandbox for ProcessSandbox {
                 }
                 crun_delete(crun, &self.id).await;
             }
+            Isolation::Restored { cgroup } => {
+                if let Err(e) = cgroup.remove() {
+                    tracing::warn!(instance = %self.id, "cannot remove cgroup: {e}");
+                }
+            }
             Isolation::ProcessGroup { .. } => {
                 let _ = self.signal_group(libc::SIGKILL);
                 // A stopped group must be continued for the SIGKILL to be delivered promptly.
                 let _ = self.signal_group(libc::SIGCONT);
             }
         }
+        // The pager goes after the processes: a task left without it would read zeros.
+        if let Some(restored) = self.restored.get() {
+            restored.stop();
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
         tracing::debug!(instance = %self.id, pid = self.main_pid, "sandbox destroyed");
+    }
+
+    fn restore_stats(&self) -> Option<serde_json::Value> {
+        self.restored.get().map(|r| r.stats())
     }
 }
 

@@ -3,16 +3,18 @@
 pub(crate) mod orphans;
 mod sandbox;
 
-pub use sandbox::VmSandbox;
+pub use sandbox::{SnapshotSource, VmSandbox};
 
 use crate::accel::{self, Accel, AccelChoice};
 use crate::image::GuestImage;
-use crate::qemu::VmConfig;
+use crate::qemu::{MemoryBackend, VmConfig};
 use crate::vm::{BootError, Vm, VmPaths};
 use async_trait::async_trait;
 use icebox_guest::protocol::StartRequest;
 use icebox_guest::AgentError;
-use icebox_sandbox::{InstanceSpec, LogCollector, Sandbox, SandboxBackend, SandboxError};
+use icebox_sandbox::{
+    InstanceSpec, LogCollector, Sandbox, SandboxBackend, SandboxError, Snapshots,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -37,6 +39,10 @@ pub struct VmBackendConfig {
     /// How often an idle (not frozen) VM's agent is pinged, and how long it may take.
     pub ping_interval: Duration,
     pub ping_timeout: Duration,
+    /// A tmpfs where each VM's guest RAM lives as a file, mapped shared, so that any instance
+    /// can be snapshotted (docs/vm.md, "Snapshots on the `vm` backend"). `None`: anonymous
+    /// RAM, and no snapshots.
+    pub ram_dir: Option<PathBuf>,
 }
 
 impl VmBackendConfig {
@@ -53,6 +59,7 @@ impl VmBackendConfig {
             ready_timeout: Duration::from_secs(120),
             ping_interval: Duration::from_secs(2),
             ping_timeout: Duration::from_secs(10),
+            ram_dir: crate::snapshot::ram::default_dir(),
         }
     }
 }
@@ -91,6 +98,44 @@ impl VmBackend {
         &self.instances_dir
     }
 
+    pub fn config(&self) -> &VmBackendConfig {
+        &self.cfg
+    }
+
+    /// The file an instance's guest RAM lives in, when VMs have file-backed RAM.
+    pub fn ram_file(&self, id: &str) -> Option<PathBuf> {
+        let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
+        self.cfg
+            .ram_dir
+            .as_ref()
+            .map(|d| d.join(format!("{prefix}{id}")))
+    }
+
+    /// The RAM files of this backend's VMs now.
+    pub fn ram_files(&self) -> Vec<PathBuf> {
+        let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
+        self.cfg
+            .ram_dir
+            .as_ref()
+            .map(|d| crate::snapshot::ram::files(d, &prefix))
+            .unwrap_or_default()
+    }
+
+    /// Creates the directory of instance `id`'s VM.
+    pub(crate) fn instance_dir(&self, id: &str) -> Result<PathBuf, SandboxError> {
+        let dir = self.instances_dir.join(id);
+        // QEMU binds its sockets by path: sun_path holds 107 bytes.
+        let longest = VmPaths::new(&dir).qmp_sync_socket;
+        if longest.as_os_str().len() > 107 {
+            return Err(SandboxError::StartFailed(format!(
+                "{} is too long for a UNIX socket path: use a shorter state directory",
+                longest.display()
+            )));
+        }
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
     /// Guest RAM for an instance with this memory limit.
     pub fn vm_memory_mib(&self, memory_limit_bytes: u64) -> u64 {
         memory_limit_bytes.div_ceil(1 << 20) + self.cfg.guest_overhead_mib
@@ -107,18 +152,16 @@ impl VmBackend {
         );
         config.vcpus = self.cfg.vcpus;
         config.tcg_tb_mib = self.cfg.tcg_tb_mib;
+        if let Some(path) = self.ram_file(id) {
+            config.memory_backend = MemoryBackend::File { path, share: true };
+        }
         config
     }
 
     /// What the agent is asked to run for `spec`: the runtime as its manifest says, with the
     /// runtime directory where the image put it.
     pub fn start_request(&self, spec: &InstanceSpec) -> Result<StartRequest, SandboxError> {
-        let name = spec
-            .runtime
-            .dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = runtime_name(spec);
         let guest_dir = self.image.runtime_dir(&name).ok_or_else(|| {
             SandboxError::StartFailed(format!(
                 "the guest image has no runtime '{name}' (rebuild it with scripts/guest/build.sh)"
@@ -169,6 +212,13 @@ impl VmBackend {
             Arc::new(LogCollector::new()),
             self.cfg.clone(),
         );
+        if let Some(ram_file) = self.ram_file(&spec.id) {
+            sandbox.set_snapshot_source(SnapshotSource {
+                ram_file,
+                runtime: runtime_name(spec),
+                memory_mib: self.vm_memory_mib(spec.memory_limit_bytes),
+            });
+        }
         // From here on a failure must end the VM.
         match self.start_runtime(&sandbox, &request).await {
             Ok(()) => Ok(sandbox),
@@ -225,32 +275,52 @@ impl SandboxBackend for VmBackend {
     }
 
     async fn start(&self, spec: InstanceSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
-        let dir = self.instances_dir.join(&spec.id);
-        // QEMU binds its sockets by path: sun_path holds 107 bytes.
-        let longest = VmPaths::new(&dir).qmp_sync_socket;
-        if longest.as_os_str().len() > 107 {
-            return Err(SandboxError::StartFailed(format!(
-                "{} is too long for a UNIX socket path: use a shorter state directory",
-                longest.display()
-            )));
-        }
-        std::fs::create_dir_all(&dir)?;
+        let dir = self.instance_dir(&spec.id)?;
         match self.start_in(&spec, &dir).await {
             Ok(s) => Ok(s),
             Err(e) => {
                 // A VM that never became a sandbox: make sure its QEMU is gone with its files.
                 orphans::kill_recorded(&dir).await;
                 let _ = std::fs::remove_dir_all(&dir);
+                if let Some(ram) = self.ram_file(&spec.id) {
+                    let _ = std::fs::remove_file(ram);
+                }
                 Err(e)
             }
         }
     }
 
     async fn cleanup_orphans(&self) -> anyhow::Result<usize> {
-        orphans::cleanup(&self.instances_dir).await
+        let cleaned = orphans::cleanup(&self.instances_dir).await?;
+        // Their QEMUs are gone: nothing maps these RAM files any more.
+        if let Some(dir) = &self.cfg.ram_dir {
+            let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
+            crate::snapshot::ram::remove_all(dir, &prefix);
+        }
+        Ok(cleaned)
     }
 
-    async fn shutdown(&self) {}
+    /// Every instance is gone by now; a RAM file left means a VM the daemon never destroyed
+    /// (a snapshot template still being built at shutdown): its memory goes with its QEMU.
+    async fn shutdown(&self) {
+        if let Some(dir) = &self.cfg.ram_dir {
+            let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
+            crate::snapshot::ram::remove_all(dir, &prefix);
+        }
+    }
+
+    fn snapshots(&self) -> Option<&dyn Snapshots> {
+        self.cfg.ram_dir.as_ref().map(|_| self as &dyn Snapshots)
+    }
+}
+
+/// The runtime's directory name (python, nodejs, java): where the image has it.
+pub(crate) fn runtime_name(spec: &InstanceSpec) -> String {
+    spec.runtime
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The host socket path RuntimeClient connects to for an instance in `dir`.

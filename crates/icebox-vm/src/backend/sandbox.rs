@@ -1,12 +1,14 @@
 //! One instance of the `vm` backend: a VM whose agent runs one runtime.
 
 use super::{host_socket, VmBackendConfig};
+use crate::snapshot::Restored;
 use crate::vm::Vm;
 use async_trait::async_trait;
 use icebox_core::MemoryStats;
 use icebox_guest::protocol::{Event, InstanceStats, Stats};
 use icebox_guest::{AgentError, EventStream, Forwarder};
 use icebox_sandbox::{ExitCause, LogCollector, RuntimeClient, Sandbox};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -15,6 +17,9 @@ use tokio::task::JoinHandle;
 
 pub struct VmSandbox {
     id: String,
+    /// The id the agent in the guest knows the runtime by: `id`, except in a VM restored from
+    /// a snapshot, where it is the template's.
+    guest_id: String,
     vm: Vm,
     client: RuntimeClient,
     logs: Arc<LogCollector>,
@@ -30,6 +35,20 @@ pub struct VmSandbox {
     /// the agent.
     pauses: AtomicU64,
     destroyed: AtomicBool,
+    /// Set for a VM whose RAM is a shared file it can be snapshotted from.
+    snapshot_source: OnceLock<SnapshotSource>,
+    /// Set for a VM restored from a snapshot.
+    restored: Option<Restored>,
+}
+
+/// What a snapshot of this VM is taken from and must record.
+#[derive(Debug, Clone)]
+pub struct SnapshotSource {
+    /// The guest RAM, a file on a tmpfs mapped shared by QEMU; removed with the VM.
+    pub ram_file: PathBuf,
+    /// The runtime's directory name (python, nodejs, java).
+    pub runtime: String,
+    pub memory_mib: u64,
 }
 
 impl VmSandbox {
@@ -39,9 +58,34 @@ impl VmSandbox {
         logs: Arc<LogCollector>,
         cfg: VmBackendConfig,
     ) -> Arc<VmSandbox> {
+        Self::build(id.clone(), id, vm, logs, cfg, None)
+    }
+
+    /// A sandbox for a VM restored from a snapshot whose runtime the guest knows as
+    /// `guest_id`.
+    pub(crate) fn restored(
+        id: String,
+        guest_id: String,
+        vm: Vm,
+        cfg: VmBackendConfig,
+        restored: Restored,
+    ) -> Arc<VmSandbox> {
+        let logs = Arc::new(LogCollector::new());
+        Self::build(id, guest_id, vm, logs, cfg, Some(restored))
+    }
+
+    fn build(
+        id: String,
+        guest_id: String,
+        vm: Vm,
+        logs: Arc<LogCollector>,
+        cfg: VmBackendConfig,
+        restored: Option<Restored>,
+    ) -> Arc<VmSandbox> {
         let client = RuntimeClient::new(host_socket(&vm.paths.dir));
         Arc::new(VmSandbox {
             id,
+            guest_id,
             vm,
             client,
             logs,
@@ -54,7 +98,33 @@ impl VmSandbox {
             frozen: AtomicBool::new(false),
             pauses: AtomicU64::new(0),
             destroyed: AtomicBool::new(false),
+            snapshot_source: OnceLock::new(),
+            restored,
         })
+    }
+
+    pub(crate) fn set_snapshot_source(&self, source: SnapshotSource) {
+        let _ = self.snapshot_source.set(source);
+    }
+
+    pub fn snapshot_source(&self) -> Option<&SnapshotSource> {
+        self.snapshot_source.get()
+    }
+
+    pub fn guest_id(&self) -> &str {
+        &self.guest_id
+    }
+
+    pub(crate) fn restored_state(&self) -> Option<&Restored> {
+        self.restored.as_ref()
+    }
+
+    /// Ends the host's side of the VM (forwarder, agent session) and leaves the guest
+    /// waiting for a new session: what a snapshot must hold.
+    pub(crate) async fn detach(&self) {
+        self.client.close_idle();
+        self.forwarder.lock().unwrap().take();
+        self.vm.agent.close().await;
     }
 
     /// The VM: its QEMU process, QMP and agent session (for snapshots and measurements).
@@ -70,22 +140,25 @@ impl VmSandbox {
     /// The guest's view of memory: the whole guest and this instance's cgroup.
     pub async fn guest_stats(&self) -> Result<(Stats, Option<InstanceStats>), AgentError> {
         let stats = self.vm.agent.stats().await?;
-        let mine = stats.instances.get(&self.id).cloned();
+        let mine = stats.instances.get(&self.guest_id).cloned();
         Ok((stats, mine))
     }
 
     /// After the runtime started: its output into the log collector, the host socket, and
     /// the watch that ends the instance.
-    pub(super) async fn attach(self: &Arc<Self>, events: EventStream) -> Result<(), AgentError> {
+    pub(crate) async fn attach(self: &Arc<Self>, events: EventStream) -> Result<(), AgentError> {
         let agent = &self.vm.agent;
         let mut tasks = Vec::new();
         for (fd, stream) in [(1u8, 0usize), (2, 1)] {
-            let output = agent.open_output(&self.id, fd).await?;
+            let output = agent.open_output(&self.guest_id, fd).await?;
             let logs = self.logs.clone();
             tasks.push(tokio::spawn(async move { logs.pump(output, stream).await }));
         }
-        let forwarder =
-            Forwarder::serve(agent.clone(), &self.id, &host_socket(&self.vm.paths.dir))?;
+        let forwarder = Forwarder::serve(
+            agent.clone(),
+            &self.guest_id,
+            &host_socket(&self.vm.paths.dir),
+        )?;
         *self.forwarder.lock().unwrap() = Some(forwarder);
         tasks.push(tokio::spawn(watch(Arc::downgrade(self), events)));
         self.tasks.lock().unwrap().extend(tasks);
@@ -105,7 +178,7 @@ impl VmSandbox {
 /// ends, QEMU exits, the agent stops answering pings.
 async fn watch(me: std::sync::Weak<VmSandbox>, mut events: EventStream) {
     let Some(this) = me.upgrade() else { return };
-    let id = this.id.clone();
+    let id = this.guest_id.clone();
     let agent = this.vm.agent.clone();
     let qemu = this.vm.qemu.clone();
     let (interval, timeout) = (this.cfg.ping_interval, this.cfg.ping_timeout);
@@ -252,12 +325,26 @@ impl Sandbox for VmSandbox {
         for task in self.tasks.lock().unwrap().drain(..) {
             task.abort();
         }
+        if let Some(restored) = &self.restored {
+            restored.stop();
+        }
         self.mark_exited(ExitCause::Exited, "destroyed".to_string());
+        if let Some(source) = self.snapshot_source.get() {
+            if let Err(e) = std::fs::remove_file(&source.ram_file) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(instance = %self.id, "cannot remove the VM's RAM file: {e}");
+                }
+            }
+        }
         if let Err(e) = std::fs::remove_dir_all(&self.vm.paths.dir) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 tracing::warn!(instance = %self.id, "cannot remove the VM's directory: {e}");
             }
         }
         tracing::debug!(instance = %self.id, pid = self.vm.qemu.pid(), "VM destroyed");
+    }
+
+    fn restore_stats(&self) -> Option<serde_json::Value> {
+        self.restored.as_ref().map(Restored::stats)
     }
 }

@@ -335,6 +335,10 @@ impl SnapshotBooks {
                     state: state.to_string(),
                     reason,
                     created_ms: e.stored.as_ref().map(|s| s.created_ms),
+                    dir: e
+                        .stored
+                        .as_ref()
+                        .map(|_| Store::image_dir(&e.dir).to_string_lossy().into_owned()),
                     snapshot: e.stored.as_ref().map(|s| s.snapshot.clone()),
                     loading_set: e.stored.as_ref().and_then(|s| s.loading_set.clone()),
                     recording: e.recording.clone().filter(|r| !r.is_empty()),

@@ -45,7 +45,7 @@ impl Pool {
             .restore(spec.clone(), &plan.image_dir, plan.mode)
             .await
         {
-            Ok(sandbox) => match reseed(&sandbox).await {
+            Ok(sandbox) => match reseed(&sandbox, spec).await {
                 Ok(()) => Ok(sandbox),
                 Err(e) => {
                     sandbox.destroy().await;
@@ -173,12 +173,19 @@ impl Pool {
     }
 }
 
-/// Tells the restored runtime it is a new instance: fresh random state, the action's restore
-/// hook (docs/runtime-protocol.md, `/icebox/restored`).
-async fn reseed(sandbox: &Arc<dyn Sandbox>) -> Result<(), String> {
+/// Tells the restored runtime it is a new instance: fresh random state, this instance's values
+/// of the variables in `RESTORE_ENV`, the action's restore hook (docs/runtime-protocol.md,
+/// `/icebox/restored`).
+async fn reseed(sandbox: &Arc<dyn Sandbox>, spec: &InstanceSpec) -> Result<(), String> {
     let seed: [u8; 32] = rand::random();
     let seed: String = seed.iter().map(|b| format!("{b:02x}")).collect();
-    let body = json!({"instance": sandbox.id(), "seed": seed});
+    let env: serde_json::Map<String, serde_json::Value> = spec
+        .env
+        .iter()
+        .filter(|(k, _)| icebox_sandbox::RESTORE_ENV.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    let body = json!({"instance": sandbox.id(), "seed": seed, "env": env});
     let reply = tokio::time::timeout(
         RESTORED_TIMEOUT,
         sandbox.client().post_json("/icebox/restored", &body),

@@ -8,8 +8,13 @@ import java.util.Map;
  *
  * <p>Java has no API for this. Like OpenWhisk's Java runtime, this reaches through the
  * unmodifiable view that {@code System.getenv()} returns to the map behind it (on Linux a
- * {@code ProcessEnvironment.StringEnvironment}, which accepts writes and is also what
- * {@code System.getenv(name)} and child processes read). The JVM must be started with
+ * {@code ProcessEnvironment.StringEnvironment} over the JDK's copy of the environment, which
+ * accepts writes and is also what {@code System.getenv(name)} reads and what
+ * {@code ProcessBuilder.environment()} copies for a child). The C environment the JVM started
+ * with is not changed (Java 17 cannot call setenv without JNI or an incubator module): native
+ * code calling getenv(3), and a child started without {@code ProcessBuilder.environment()}
+ * having been called ({@code Runtime.exec} with no envp included), still see the values from
+ * the start. The JVM must be started with
  * {@code --add-opens java.base/java.util=ALL-UNNAMED}; runtime.json does that.
  *
  * <p>The environment is process-wide: in the process mode with ICEBOX_CONCURRENCY above 1,

@@ -4,13 +4,19 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
+import com.google.gson.JsonPrimitive;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * POST /icebox/restored, iceboxd's first call on an instance restored from a snapshot taken
- * after /init: reseeds the JDK's reachable random state from the daemon's seed
- * ({@link JdkGenerators}), then calls the action's {@code iceboxRestored()} hook in every
- * loaded copy of the action.
+ * after /init: sets the environment variables whose value differs for the new instance
+ * ({@code env}, e.g. {@code __OW_API_HOST}), reseeds the JDK's reachable random state from the
+ * daemon's seed ({@link JdkGenerators}), then calls the action's {@code iceboxRestored()} hook
+ * in every loaded copy of the action.
  */
 final class Restored {
     /** Overlapping calls must not interleave reseeding and hooks. */
@@ -25,12 +31,25 @@ final class Restored {
                     + " /icebox/restored needs a successful /init first.");
         }
         byte[] seed;
+        Map<String, String> env;
         try {
-            seed = seedOf(Json.parse(body));
+            JsonElement document = Json.parse(body);
+            // Both checked before anything changes: a bad body applies nothing.
+            seed = seedOf(document);
+            env = envOf(document.getAsJsonObject());
         } catch (JsonParseException | IllegalArgumentException e) {
             return Response.error(400, e.getMessage());
         }
         synchronized (LOCK) {
+            // The environment first, so the hooks already see the new instance's values.
+            List<String> applied;
+            try {
+                applied = applyEnv(env);
+            } catch (IllegalStateException noAccess) {
+                // The JVM was started without --add-opens java.base/java.util: nothing was set
+                // (the first write is what fails), and nothing else is done either.
+                return Response.error(500, noAccess.getMessage());
+            }
             List<String> reseeded = JdkGenerators.reseed(seed);
             boolean hook;
             try {
@@ -48,8 +67,86 @@ final class Restored {
             reseeded.forEach(names::add);
             ok.add("reseeded", names);
             ok.addProperty("hook", hook);
+            JsonArray envNames = new JsonArray();
+            applied.forEach(envNames::add);
+            ok.add("env", envNames);
             return Response.json(200, Json.serialize(ok));
         }
+    }
+
+    /**
+     * The body's optional {@code env}: name to value, in the body's order; empty when absent.
+     *
+     * @throws IllegalArgumentException naming the variable, for anything that is not an object
+     *     of environment variable names to strings the OS environment can hold
+     */
+    static Map<String, String> envOf(JsonObject body) {
+        Map<String, String> env = new LinkedHashMap<>();
+        if (!body.has("env")) {
+            return env;
+        }
+        JsonElement value = body.get("env");
+        if (!value.isJsonObject()) {
+            throw new IllegalArgumentException("The /icebox/restored \"env\" must be an object"
+                    + " of environment variable names to string values, got " + jsonType(value)
+                    + ".");
+        }
+        for (Map.Entry<String, JsonElement> e : value.getAsJsonObject().entrySet()) {
+            String name = e.getKey();
+            // What the JDK's environment map (and execve for child processes) would refuse
+            // half-way through, checked before anything is set.
+            if (name.isEmpty() || name.indexOf('=') >= 0 || name.indexOf(0) >= 0) {
+                // Quoted as JSON, so that an empty name or a NUL shows.
+                String quoted = new String(Json.serialize(new JsonPrimitive(name)),
+                        StandardCharsets.UTF_8);
+                throw new IllegalArgumentException("The /icebox/restored \"env\" has an invalid"
+                        + " variable name " + quoted + " (empty, or with '=' or a NUL).");
+            }
+            String text = string(e.getValue());
+            if (text == null) {
+                throw new IllegalArgumentException("The /icebox/restored \"env\" value of " + name
+                        + " must be a string, got " + jsonType(e.getValue()) + ".");
+            }
+            if (text.indexOf(0) >= 0) {
+                throw new IllegalArgumentException("The /icebox/restored \"env\" value of " + name
+                        + " contains a NUL character.");
+            }
+            env.put(name, text);
+        }
+        return env;
+    }
+
+    /**
+     * Sets the variables process-wide through {@link Environment#set}, i.e. in the JDK's map
+     * behind {@code System.getenv()}: what {@code System.getenv(name)}, {@code System.getenv()}
+     * and child processes read, and, in the shared mode, what every slot's per-thread view
+     * falls back to for the names an activation does not hold itself.
+     *
+     * @return the names set, sorted, for the reply
+     */
+    private static List<String> applyEnv(Map<String, String> env) {
+        for (Map.Entry<String, String> e : env.entrySet()) {
+            Environment.set(e.getKey(), e.getValue());
+        }
+        List<String> names = new ArrayList<>(env.keySet());
+        names.sort(null);
+        return names;
+    }
+
+    private static String jsonType(JsonElement value) {
+        if (value == null || value.isJsonNull()) {
+            return "null";
+        }
+        if (value.isJsonObject()) {
+            return "an object";
+        }
+        if (value.isJsonArray()) {
+            return "an array";
+        }
+        if (value.getAsJsonPrimitive().isBoolean()) {
+            return "a boolean";
+        }
+        return value.getAsJsonPrimitive().isNumber() ? "a number" : "a string";
     }
 
     /** @throws IllegalArgumentException saying which field is wrong */

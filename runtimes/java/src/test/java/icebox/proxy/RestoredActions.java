@@ -90,9 +90,74 @@ final class RestoredActions {
             }
             """;
 
+    /**
+     * Reports {@code __OW_API_HOST} as its hook saw it, as its static initialiser saw it (per
+     * class loader), and as {@code main} sees it through every way the proxy offers; with
+     * {@code child}, also as child processes see it: one started with the JVM's own (C)
+     * environment, one given {@code ProcessBuilder.environment()}, a copy of the JDK's map.
+     * {@code latch} as in {@link #SOURCE}.
+     */
+    static final String ENV = """
+            package restored;
+
+            import com.google.gson.JsonObject;
+            import java.nio.charset.StandardCharsets;
+            import java.util.SplittableRandom;
+            import java.util.concurrent.CountDownLatch;
+            import java.util.concurrent.TimeUnit;
+
+            public class Env {
+                private static final String AT_LOAD = System.getenv("__OW_API_HOST");
+                private static String hookSaw;
+                private static int hookCalls;
+
+                public static void iceboxRestored() {
+                    hookSaw = System.getenv("__OW_API_HOST");
+                    hookCalls++;
+                }
+
+                public static JsonObject main(JsonObject args) throws Exception {
+                    if (args.has("latch")) {
+                        int parties = args.get("parties").getAsInt();
+                        CountDownLatch latch = (CountDownLatch) System.getProperties()
+                                .computeIfAbsent(args.get("latch").getAsString(),
+                                        k -> new CountDownLatch(parties));
+                        latch.countDown();
+                        latch.await(30, TimeUnit.SECONDS);
+                    }
+                    JsonObject r = new JsonObject();
+                    r.addProperty("hookSaw", hookSaw);
+                    r.addProperty("hookCalls", hookCalls);
+                    r.addProperty("atLoad", AT_LOAD);
+                    r.addProperty("getenv", System.getenv("__OW_API_HOST"));
+                    r.addProperty("map", System.getenv().get("__OW_API_HOST"));
+                    r.addProperty("good", System.getenv("GOOD"));
+                    r.addProperty("activation", System.getenv("__OW_ACTIVATION_ID"));
+                    // Whether the JDK's generators were reseeded (the same seed, the same value).
+                    r.addProperty("splittable", new SplittableRandom().nextLong());
+                    if (args.has("child")) {
+                        ProcessBuilder inherits = new ProcessBuilder("printenv", "__OW_API_HOST");
+                        r.addProperty("childInherits", output(inherits));
+                        ProcessBuilder copies = new ProcessBuilder("printenv", "__OW_API_HOST");
+                        copies.environment(); // a copy of the JDK's map, given to the child
+                        r.addProperty("childCopies", output(copies));
+                    }
+                    return r;
+                }
+
+                private static String output(ProcessBuilder builder) throws Exception {
+                    Process child = builder.start();
+                    String out = new String(child.getInputStream().readAllBytes(),
+                            StandardCharsets.UTF_8).strip();
+                    child.waitFor();
+                    return out;
+                }
+            }
+            """;
+
     private static final class Holder {
         static final byte[] JAR = TestJars.compile(Map.of("restored.Action", SOURCE,
-                "restored.Instance", INSTANCE_HOOK));
+                "restored.Instance", INSTANCE_HOOK, "restored.Env", ENV));
     }
 
     static byte[] jar() {

@@ -5,11 +5,13 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
 import icebox.proxy.ProxyProcess.Reply;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -67,7 +69,7 @@ class RestoredTest {
             Reply reply = restored(proxy, SEED_A);
             assertEquals(200, reply.status(), reply.body());
             assertEquals("{\"ok\":true,\"reseeded\":[\"new Random()\",\"new SplittableRandom()\","
-                    + "\"Collections.shuffle\"],\"hook\":true}", reply.body());
+                    + "\"Collections.shuffle\"],\"hook\":true,\"env\":[]}", reply.body());
         }
         assertEquals(200, restored(third, SEED_B).status());
         JsonObject a = run(first);
@@ -212,5 +214,170 @@ class RestoredTest {
         assertEquals(200, restored(proxy, SEED_A).status());
         assertEquals(200, restored(twin, SEED_A).status());
         assertEquals(run(twin).get("splittable"), run(proxy).get("splittable"));
+    }
+
+    /** __OW_API_HOST of the template, as iceboxd started it before the snapshot. */
+    private static final String OLD_API_HOST = "http://10.0.0.1:3233";
+    /** ... and of the new instance, sent in {@code env}. */
+    private static final String NEW_API_HOST = "http://10.0.0.1:4100";
+
+    private ProxyProcess startedWithOldApiHost(Map<String, String> env) {
+        Map<String, String> all = new HashMap<>(env);
+        all.put("__OW_API_HOST", OLD_API_HOST);
+        return started(all, "restored.Env");
+    }
+
+    private static Reply restoredWithEnv(ProxyProcess proxy, String env) {
+        return proxy.request("POST", "/icebox/restored",
+                "{\"instance\": \"inst-1\", \"seed\": \"" + SEED_A + "\", \"env\": " + env + "}");
+    }
+
+    /** A /run with {@code activationId} (null: none) beside the value. */
+    private static JsonObject run(ProxyProcess proxy, JsonObject value, String activationId) {
+        JsonObject body = new JsonObject();
+        body.add("value", value);
+        if (activationId != null) {
+            body.addProperty("activation_id", activationId);
+        }
+        Reply reply = proxy.request("POST", "/run", body.toString());
+        assertEquals(200, reply.status(), reply.body());
+        return reply.json();
+    }
+
+    private static JsonObject value(String key, String text) {
+        JsonObject value = new JsonObject();
+        value.addProperty(key, text);
+        return value;
+    }
+
+    /** {@code parties} overlapping activations with ids latch-0, latch-1, ...; by id. */
+    private List<JsonObject> overlappingWithIds(ProxyProcess proxy, String latch, int parties)
+            throws Exception {
+        JsonObject value = value("latch", latch);
+        value.addProperty("parties", parties);
+        clients = Executors.newFixedThreadPool(parties);
+        List<Future<JsonObject>> runs = new ArrayList<>();
+        for (int i = 0; i < parties; i++) {
+            String id = latch + "-" + i;
+            runs.add(clients.submit(() -> run(proxy, value, id)));
+        }
+        List<JsonObject> bodies = new ArrayList<>();
+        for (Future<JsonObject> run : runs) {
+            bodies.add(run.get(60, TimeUnit.SECONDS));
+        }
+        clients.shutdown();
+        return bodies;
+    }
+
+    @Test
+    void envIsSetBeforeTheHookAndSeenBySystemGetenvAndProcessBuilderEnvironment() {
+        ProxyProcess proxy = startedWithOldApiHost(Map.of());
+        assertEquals(OLD_API_HOST, run(proxy).get("getenv").getAsString());
+        Reply reply = restoredWithEnv(proxy, "{\"__OW_API_HOST\": \"" + NEW_API_HOST + "\"}");
+        assertEquals(200, reply.status(), reply.body());
+        JsonArray names = new JsonArray();
+        names.add("__OW_API_HOST");
+        assertEquals(names, reply.json().get("env"));
+        assertTrue(reply.json().get("hook").getAsBoolean());
+        JsonObject seen = run(proxy, value("child", "yes"), "a1");
+        assertEquals(NEW_API_HOST, seen.get("hookSaw").getAsString(), seen.toString());
+        assertEquals(1, seen.get("hookCalls").getAsInt());
+        assertEquals(OLD_API_HOST, seen.get("atLoad").getAsString(), "loaded before the restore");
+        assertEquals(NEW_API_HOST, seen.get("getenv").getAsString());
+        assertEquals(NEW_API_HOST, seen.get("map").getAsString());
+        assertEquals(NEW_API_HOST, seen.get("childCopies").getAsString());
+        // The documented limit: Java cannot change the C environment a child inherits when
+        // the action does not hand it ProcessBuilder.environment().
+        assertEquals(OLD_API_HOST, seen.get("childInherits").getAsString());
+        assertEquals("a1", seen.get("activation").getAsString());
+    }
+
+    @Test
+    void envAbsentOrEmptyChangesNothingAndTheNamesComeBackSorted() {
+        ProxyProcess proxy = startedWithOldApiHost(Map.of());
+        assertEquals("[]", restored(proxy, SEED_A).json().get("env").toString());
+        assertEquals("[]", restoredWithEnv(proxy, "{}").json().get("env").toString());
+        JsonObject seen = run(proxy);
+        assertEquals(2, seen.get("hookCalls").getAsInt());
+        assertEquals(OLD_API_HOST, seen.get("hookSaw").getAsString());
+        assertEquals(OLD_API_HOST, seen.get("getenv").getAsString());
+        Reply reply = restoredWithEnv(proxy, "{\"__OW_API_HOST\": \"" + NEW_API_HOST
+                + "\", \"GOOD\": \"yes\"}");
+        assertEquals("[\"GOOD\",\"__OW_API_HOST\"]", reply.json().get("env").toString());
+        seen = run(proxy);
+        assertEquals("yes", seen.get("good").getAsString());
+        assertEquals(NEW_API_HOST, seen.get("getenv").getAsString());
+    }
+
+    @Test
+    void aBadEnvIs400AndAppliesNothing() {
+        ProxyProcess proxy = startedWithOldApiHost(Map.of());
+        String host = "\"__OW_API_HOST\": \"" + NEW_API_HOST + "\"";
+        String[][] cases = {
+            {"[[\"__OW_API_HOST\", \"x\"]]", "\"env\" must be an object of environment variable"
+                + " names to string values, got an array."},
+            {"null", "\"env\" must be an object of environment variable names to string values,"
+                + " got null."},
+            {"\"__OW_API_HOST=x\"", "got a string."},
+            {"{\"__OW_API_HOST\": 4100}", "\"env\" value of __OW_API_HOST must be a string, got a"
+                + " number."},
+            {"{\"__OW_API_HOST\": null}", "value of __OW_API_HOST must be a string, got null."},
+            // Valid variables beside a bad one: none is set.
+            {"{" + host + ", \"GOOD\": \"x\", \"A=B\": \"x\"}",
+                "\"env\" has an invalid variable name \"A=B\" (empty, or with '=' or a NUL)."},
+            {"{" + host + ", \"\": \"x\"}", "invalid variable name \"\""},
+            {"{" + host + ", \"N\\u0000UL\": \"x\"}", "invalid variable name \"N\\u0000UL\""},
+            {"{\"GOOD\": \"x\", \"__OW_API_HOST\": \"a\\u0000b\"}",
+                "value of __OW_API_HOST contains a NUL character."},
+        };
+        for (String[] c : cases) {
+            Reply reply = restoredWithEnv(proxy, c[0]);
+            assertEquals(400, reply.status(), c[0]);
+            assertTrue(reply.error().contains(c[1]), reply.error());
+            JsonObject seen = run(proxy);
+            assertEquals(OLD_API_HOST, seen.get("getenv").getAsString(), c[0]);
+            assertTrue(seen.get("good").isJsonNull(), c[0]);
+            assertEquals(0, seen.get("hookCalls").getAsInt(), c[0]);
+        }
+        // Nor were the JDK's generators reseeded: after a reseed with this seed, a new
+        // SplittableRandom starts from one value, which the bad calls' runs did not see.
+        JsonObject afterBad = run(proxy);
+        assertEquals(200, restored(proxy, SEED_A).status());
+        JsonObject afterGood = run(proxy);
+        assertEquals(200, restored(proxy, SEED_A).status());
+        assertEquals(afterGood.get("splittable"), run(proxy).get("splittable"));
+        assertNotEquals(afterGood.get("splittable"), afterBad.get("splittable"));
+    }
+
+    @Test
+    void sharedModeSlotsSeeTheNewValueBesideTheirOwnActivationValues() throws Exception {
+        ProxyProcess proxy = startedWithOldApiHost(
+                Map.of("ICEBOX_SHARING", "shared", "ICEBOX_CONCURRENCY", "3"));
+        // Two slots, both loaded (and their statics initialised) before the restore.
+        for (JsonObject seen : overlappingWithIds(proxy, "before", 2)) {
+            assertEquals(OLD_API_HOST, seen.get("getenv").getAsString());
+        }
+        Reply bad = restoredWithEnv(proxy, "{\"__OW_API_HOST\": 4100}");
+        assertEquals(400, bad.status(), bad.body());
+        Reply reply = restoredWithEnv(proxy, "{\"__OW_API_HOST\": \"" + NEW_API_HOST + "\"}");
+        assertEquals(200, reply.status(), reply.body());
+        assertEquals("[\"__OW_API_HOST\"]", reply.json().get("env").toString());
+        // The two slots and a third, loaded after the restore.
+        List<JsonObject> seen = overlappingWithIds(proxy, "after", 3);
+        List<String> activations = new ArrayList<>();
+        List<String> slots = new ArrayList<>();
+        for (JsonObject body : seen) {
+            activations.add(body.get("activation").getAsString());
+            assertEquals(NEW_API_HOST, body.get("getenv").getAsString(), body.toString());
+            assertEquals(NEW_API_HOST, body.get("map").getAsString(), body.toString());
+            slots.add(body.get("hookCalls").getAsInt() + " " + body.get("hookSaw") + " "
+                    + body.get("atLoad").getAsString());
+        }
+        activations.sort(null);
+        assertEquals(List.of("after-0", "after-1", "after-2"), activations);
+        slots.sort(null);
+        assertEquals(List.of("0 null " + NEW_API_HOST,
+                "1 \"" + NEW_API_HOST + "\" " + OLD_API_HOST,
+                "1 \"" + NEW_API_HOST + "\" " + OLD_API_HOST), slots);
     }
 }

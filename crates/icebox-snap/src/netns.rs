@@ -1,0 +1,85 @@
+//! The network namespace of a dumped instance holds nothing but its loopback device (crun
+//! makes it so when the action has no network). Dumped with `--empty-ns net`, criu neither
+//! saves nor restores its configuration (it runs `ip` and `iptables-restore` several times for
+//! that); the restore gets a fresh namespace, whose loopback icebox brings up as crun did.
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+/// Whether the network namespace of `pid` has no device but `lo`.
+pub fn only_loopback(pid: u32) -> io::Result<bool> {
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/dev"))?;
+    Ok(table
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .all(|name| name.trim() == "lo"))
+}
+
+/// Whether the loopback device of `pid`'s network namespace is up.
+pub fn loopback_up(pid: u32) -> io::Result<bool> {
+    in_netns(pid, |sock| Ok(lo_flags(sock)? & libc::IFF_UP as i16 != 0))
+}
+
+/// Brings the loopback device of `pid`'s network namespace up (127.0.0.1 and ::1 come with it).
+pub fn set_loopback_up(pid: u32) -> io::Result<()> {
+    in_netns(pid, |sock| {
+        let mut req = lo_request();
+        // SAFETY: ioctls on our socket with a filled ifreq.
+        unsafe {
+            if libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            req.ifr_ifru.ifru_flags |= libc::IFF_UP as i16;
+            if libc::ioctl(sock, libc::SIOCSIFFLAGS, &req) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    })
+}
+
+fn lo_request() -> libc::ifreq {
+    // SAFETY: ifreq is plain data.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    req
+}
+
+fn lo_flags(sock: i32) -> io::Result<i16> {
+    let mut req = lo_request();
+    // SAFETY: ioctl on our socket with a filled ifreq.
+    if unsafe { libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: SIOCGIFFLAGS filled the flags member.
+    Ok(unsafe { req.ifr_ifru.ifru_flags })
+}
+
+/// Runs `f` with a socket in the network namespace of `pid`, on a thread of its own (a
+/// thread's namespace is its own; the thread ends with it).
+fn in_netns<T: Send + 'static>(
+    pid: u32,
+    f: impl FnOnce(i32) -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
+    std::thread::spawn(move || {
+        // SAFETY: setns with an fd we opened; affects only this thread.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a new socket, closed below.
+        let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if sock < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let result = f(sock);
+        // SAFETY: closing the socket made above.
+        unsafe { libc::close(sock) };
+        result
+    })
+    .join()
+    .map_err(|_| io::Error::other("network namespace helper panicked"))?
+}

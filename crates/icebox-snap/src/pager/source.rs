@@ -1,0 +1,168 @@
+//! Where a page's data is: the loading set file (read ahead by the loader, so likely in the
+//! page cache) or the task's pages image. Both are mapped read-only into this process and used
+//! directly as the source of UFFDIO_COPY, so a page is copied once, from the page cache into
+//! the task.
+
+use crate::image::TaskMemory;
+use crate::PAGE_SIZE;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+/// A read-only private mapping of a whole file.
+pub struct Mapped {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and lives until drop; sharing its address is sound.
+unsafe impl Send for Mapped {}
+unsafe impl Sync for Mapped {}
+
+impl Mapped {
+    pub fn open(path: &Path) -> io::Result<Mapped> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len() as usize;
+        if len == 0 {
+            return Ok(Mapped {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            });
+        }
+        // SAFETY: a fresh read-only mapping of a file we opened; checked for failure.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapped {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Address of byte `offset`; `offset + len` must lie inside the file.
+    pub fn at(&self, offset: u64, len: u64) -> Option<*const u8> {
+        (offset.checked_add(len)? <= self.len as u64 && len > 0)
+            .then(|| unsafe { self.ptr.add(offset as usize) as *const u8 })
+    }
+
+    /// Reads `offset..offset+len` into the page cache and this mapping now (the loader does
+    /// it before taking the pager's lock, so copies under the lock do not wait for the disk).
+    pub fn populate(&self, offset: u64, len: u64) {
+        let Some(ptr) = self.at(offset, len) else {
+            return;
+        };
+        // SAFETY: advice on a range of our own mapping.
+        let rc = unsafe { libc::madvise(ptr as *mut _, len as usize, libc::MADV_POPULATE_READ) };
+        if rc != 0 {
+            // Older kernels: touch one byte per page.
+            for page in (0..len).step_by(PAGE_SIZE as usize) {
+                // SAFETY: inside the mapping, checked by `at`.
+                unsafe { std::ptr::read_volatile(ptr.add(page as usize)) };
+            }
+        }
+    }
+
+    /// Starts reading `offset..offset+len` in the background.
+    pub fn will_need(&self, offset: u64, len: u64) {
+        let len = len.min((self.len as u64).saturating_sub(offset));
+        if let Some(ptr) = self.at(offset, len) {
+            // SAFETY: advice on a range of our own mapping.
+            unsafe { libc::madvise(ptr as *mut _, len as usize, libc::MADV_WILLNEED) };
+        }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: unmapping exactly what mmap returned.
+            unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        }
+    }
+}
+
+/// Data of one task: its image runs, overlaid by the loading set's regions of that task.
+pub struct TaskSource {
+    pub memory: TaskMemory,
+    pages: Mapped,
+    /// (image address, pages, offset in the loading set file), sorted by address.
+    overlay: Vec<(u64, u64, u64)>,
+}
+
+/// Where a run of data starts and how many pages follow contiguously there.
+pub struct Located {
+    pub ptr: *const u8,
+    pub pages: u64,
+    pub from_loadset: bool,
+}
+
+impl TaskSource {
+    pub fn open(images: &Path, memory: TaskMemory) -> io::Result<TaskSource> {
+        let pages = Mapped::open(&memory.pages_path(images))?;
+        if pages.len() as u64 != memory.data_bytes {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "pages-{}.img holds {} bytes, its pagemap says {}",
+                    memory.pages_id,
+                    pages.len(),
+                    memory.data_bytes
+                ),
+            ));
+        }
+        Ok(TaskSource {
+            memory,
+            pages,
+            overlay: Vec::new(),
+        })
+    }
+
+    pub fn add_overlay(&mut self, vaddr: u64, pages: u64, offset: u64) {
+        self.overlay.push((vaddr, pages, offset));
+    }
+
+    pub fn sort_overlay(&mut self) {
+        self.overlay.sort_unstable();
+    }
+
+    /// The data of image page `img` and how many following pages are contiguous with it.
+    pub fn locate(&self, img: u64, loadset: Option<&Mapped>) -> Option<Located> {
+        if let Some(loadset) = loadset {
+            let i = self
+                .overlay
+                .partition_point(|(v, n, _)| v + n * PAGE_SIZE <= img);
+            if let Some((v, n, off)) = self.overlay.get(i).filter(|(v, _, _)| *v <= img) {
+                let skip = (img - v) / PAGE_SIZE;
+                if let Some(ptr) = loadset.at(off + skip * PAGE_SIZE, PAGE_SIZE) {
+                    return Some(Located {
+                        ptr,
+                        pages: n - skip,
+                        from_loadset: true,
+                    });
+                }
+            }
+        }
+        let stored = self.memory.locate(img)?;
+        let ptr = self.pages.at(stored.offset, PAGE_SIZE)?;
+        Some(Located {
+            ptr,
+            pages: stored.pages,
+            from_loadset: false,
+        })
+    }
+}
