@@ -15,6 +15,11 @@ use std::time::Duration;
 const MIB: u64 = 1 << 20;
 
 async fn shared_backend(state: &Path, tweak: impl FnOnce(&mut SharedConfig)) -> SharedBackend {
+    // RUST_LOG=icebox_vm=debug shows the backend's steps when a test fails.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let mut cfg = SharedConfig::new(state, &image_dir());
     cfg.accel = match accel().await {
         Accel::Kvm => AccelChoice::Kvm,

@@ -509,7 +509,8 @@ impl SharedVm {
         let me = self.clone();
         let task = tokio::spawn(async move {
             let report = me.release(p, &instance, stop_ms).await;
-            let _ = done.send(Some(report));
+            // `send` drops the value when nobody subscribed yet; `reclaimed()` may ask later.
+            done.send_replace(Some(report));
         });
         let mut releases = self.releases.lock().unwrap();
         releases.retain(|t| !t.is_finished());
