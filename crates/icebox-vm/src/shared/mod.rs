@@ -99,7 +99,7 @@ impl SharedBackend {
         let key = self.key(spec);
         let entry = {
             let mut vms = self.common.vms.lock().unwrap();
-            let entry = vms.entry(key.clone()).or_insert_with(Arc::default).clone();
+            let entry = vms.entry(key.clone()).or_default().clone();
             entry.starting.fetch_add(1, Ordering::SeqCst);
             entry
         };
