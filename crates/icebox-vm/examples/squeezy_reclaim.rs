@@ -39,6 +39,13 @@ struct Args {
     fill: f64,
     #[arg(long, default_value_t = 1)]
     repetitions: u32,
+    /// Guest zeroing of allocated pages (init_on_alloc) for every mode: on or off (default:
+    /// each mode's: off for squeezy only).
+    #[arg(long)]
+    guest_zeroing: Option<OnOff>,
+    /// virtio-mem block size in MiB (default: the backend's).
+    #[arg(long)]
+    block_mib: Option<u64>,
     #[arg(long, default_value = "auto")]
     accel: AccelChoice,
     /// Guest image (default: the checkout's .tools/guest).
@@ -50,6 +57,12 @@ struct Args {
     /// Also append every report line to this file.
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
 }
 
 const MEMHOG: &str = include_str!("../../../functions/python/memhog.py");
@@ -143,6 +156,10 @@ async fn measure(
     cfg.accel = args.accel;
     cfg.mode = mode;
     cfg.partitions = args.partitions;
+    cfg.guest_zeroing = args.guest_zeroing.map(|z| z == OnOff::On);
+    if let Some(b) = args.block_mib {
+        cfg.block_mib = b;
+    }
     cfg.resize_timeout = Duration::from_secs(600);
     cfg.idle_vm_timeout = Duration::from_secs(3600);
     let backend = SharedBackend::new(cfg).await?;
@@ -173,7 +190,8 @@ async fn measure(
                     "mode": mode, "size_mib": size_mib, "partitions": args.partitions,
                     "live_neighbours": live, "fullness": (live + 1) as f64 / args.partitions as f64,
                     "repetition": rep, "fill_mib": fill_mib, "fill_s": fill_s,
-                    "destroy_ms": total_ms, "accel": format!("{:?}", backend.accel()),
+                    "destroy_ms": total_ms, "block_mib": backend.config().block_mib,
+                    "guest_zeroing": args.guest_zeroing.map(|z| z == OnOff::On).unwrap_or(mode.default_guest_zeroing()), "accel": format!("{:?}", backend.accel()),
                     "report": report,
                 }));
             }

@@ -30,6 +30,13 @@ impl Mode {
         }
     }
 
+    /// Whether the guest zeroes pages it allocates, unplugged ones included (see
+    /// `Layout::guest_zeroing`): Squeezy defers zeroing to the host; the baselines keep the
+    /// stock kernel's hardening, as the paper's Fig. 5 measured them.
+    pub fn default_guest_zeroing(self) -> bool {
+        !matches!(self, Mode::Squeezy)
+    }
+
     /// One resize target for the whole VM (rather than one device per partition): resizes
     /// of one VM must then take turns.
     pub fn single_target(self) -> bool {
@@ -73,6 +80,8 @@ pub struct SharedConfig {
     pub shared_mib: u64,
     /// virtio-mem block size; partitions are instance limits rounded up to it.
     pub block_mib: u64,
+    /// Guest `init_on_alloc` (`None`: the mode's default, off for Squeezy only).
+    pub guest_zeroing: Option<bool>,
     /// Host limit on memory plugged into all N:1 VMs of this backend (`None`: no limit).
     pub memory_limit: Option<u64>,
     /// How long a start may wait for budget (memory being released) or a free partition.
@@ -102,6 +111,7 @@ impl SharedConfig {
             partitions: 4,
             shared_mib: 512,
             block_mib: 2,
+            guest_zeroing: None,
             memory_limit: None,
             budget_timeout: Duration::from_secs(60),
             resize_timeout: Duration::from_secs(30),

@@ -111,7 +111,8 @@ impl SharedVm {
             key.partition_bytes >> 20,
             cfg.block_mib,
             cfg.shared_mib,
-        );
+        )
+        .with_guest_zeroing(cfg.guest_zeroing);
         let mut config = VmConfig::new(
             &format!("icebox-shared-{id}"),
             common.accel,
