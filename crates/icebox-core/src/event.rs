@@ -36,6 +36,17 @@ pub enum EventKind {
     /// The first invocation of a restored instance was recorded and the snapshot's loading
     /// set written (FaaSnap); detail: pages and regions.
     Recorded,
+    /// vm-shared (Squeezy): the instance's partition was plugged into its action's VM before
+    /// it started; detail: partition, bytes, the wait for memory, the plug's time.
+    PartitionPlugged,
+    /// vm-shared: the evicted instance's partition was unplugged and its memory is back with
+    /// the host (or went with an ended VM); detail: timings, pages migrated, neighbours.
+    PartitionReclaimed,
+    /// vm-shared: the unplug did not finish within its timeout; the partition stays plugged
+    /// and unusable until it does (`partition_recovered`).
+    PartitionStuck,
+    /// vm-shared: a stuck partition was unplugged at last and is usable again.
+    PartitionRecovered,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

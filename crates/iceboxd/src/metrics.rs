@@ -76,6 +76,7 @@ pub struct Metrics {
     pub recorder: crate::recorder::RecorderMetrics,
     pub offload: crate::offload_metrics::OffloadMetrics,
     pub snapshots: crate::snapshot_metrics::SnapshotMetrics,
+    pub partitions: crate::partition_events::PartitionMetrics,
 }
 
 impl Metrics {
@@ -190,7 +191,9 @@ impl Metrics {
         );
         let offload = crate::offload_metrics::OffloadMetrics::register(&mut registry);
         let snapshots = crate::snapshot_metrics::SnapshotMetrics::register(&mut registry);
+        let partitions = crate::partition_events::PartitionMetrics::register(&mut registry);
         Metrics {
+            partitions,
             snapshots,
             registry,
             recorder,

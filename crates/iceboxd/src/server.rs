@@ -100,6 +100,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     };
     let (vm, accel) = vm_backend(&cfg, &state_dir, &runtimes_dir).await;
     let vm_shared = vm_shared_backend(&cfg, &state_dir, &runtimes_dir, &vm, accel).await;
+    let _partition_events = vm_shared
+        .1
+        .as_ref()
+        .map(|b| crate::partition_events::spawn_forwarder(b, events.clone(), metrics.clone()));
+    let vm_shared = vm_shared.0;
     let backends = crate::pool::backends::Backends::new(
         cfg.isolation.default_isolation(),
         backend.clone() as Arc<dyn SandboxBackend>,
@@ -292,10 +297,13 @@ async fn vm_shared_backend(
     runtimes_dir: &Path,
     vm: &crate::pool::backends::Slot,
     accel: Option<icebox_vm::Accel>,
-) -> crate::pool::backends::Slot {
+) -> (
+    crate::pool::backends::Slot,
+    Option<Arc<icebox_vm::SharedBackend>>,
+) {
     use crate::pool::backends::Slot;
     let accel = match (vm, accel) {
-        (Slot::Unavailable(why), _) => return Slot::Unavailable(why.clone()),
+        (Slot::Unavailable(why), _) => return (Slot::Unavailable(why.clone()), None),
         (_, Some(icebox_vm::Accel::Kvm)) => icebox_vm::AccelChoice::Kvm,
         (_, Some(icebox_vm::Accel::Tcg)) => icebox_vm::AccelChoice::Tcg,
         (_, None) => cfg.vm_accel,
@@ -320,11 +328,12 @@ async fn vm_shared_backend(
                 memory = ?cfg.vm_memory,
                 "vm-shared backend ready"
             );
-            Slot::Ready(Arc::new(b))
+            let b = Arc::new(b);
+            (Slot::Ready(b.clone()), Some(b))
         }
         Err(e) => {
             tracing::warn!("no vm-shared backend: {e:#}");
-            Slot::Unavailable(format!("{e:#}"))
+            (Slot::Unavailable(format!("{e:#}")), None)
         }
     }
 }
