@@ -14,6 +14,10 @@ use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 
+/// One N:1 VM (N + 1 vCPUs) at a time: seven of them at once on a small CI host under TCG
+/// would starve each other past their boot and resize timeouts.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn shared_backend(state: &Path, tweak: impl FnOnce(&mut SharedConfig)) -> SharedBackend {
     // RUST_LOG=icebox_vm=debug shows the backend's steps when a test fails.
     let _ = tracing_subscriber::fmt()
@@ -70,6 +74,7 @@ async fn node_used(s: &Arc<dyn Sandbox>, node: u32) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_of_one_action_share_a_vm_each_on_its_own_node_and_leave_without_migrations() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let state = tempfile::tempdir().unwrap();
     let backend = shared_backend(state.path(), |_| {}).await;
     let mut events = backend.subscribe();
@@ -153,6 +158,7 @@ async fn instances_of_one_action_share_a_vm_each_on_its_own_node_and_leave_witho
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_waits_for_released_memory_and_one_past_the_budget_times_out() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let state = tempfile::tempdir().unwrap();
     let backend = Arc::new(
         shared_backend(state.path(), |c| {
@@ -207,6 +213,7 @@ async fn a_start_waits_for_released_memory_and_one_past_the_budget_times_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn qemu_killed_ends_every_instance_and_leaves_nothing_behind() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let state = tempfile::tempdir().unwrap();
     let backend = shared_backend(state.path(), |_| {}).await;
     let a = start(&backend, memhog_spec("qk-a", 128)).await;
@@ -249,6 +256,7 @@ async fn qemu_killed_ends_every_instance_and_leaves_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vms_of_a_crashed_daemon_are_cleaned_up() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let state = tempfile::tempdir().unwrap();
     let backend = shared_backend(state.path(), |_| {}).await;
     let a = start(&backend, memhog_spec("or-a", 128)).await;
@@ -266,6 +274,7 @@ async fn vms_of_a_crashed_daemon_are_cleaned_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unplug_that_does_not_finish_in_time_is_reported_and_the_partition_recovers() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let state = tempfile::tempdir().unwrap();
     let backend = shared_backend(state.path(), |c| {
         c.partitions = 1;
@@ -349,10 +358,12 @@ async fn baseline(mode: Mode) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vanilla_virtio_mem_mode_plugs_and_unplugs_one_device() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     baseline(Mode::VirtioMem).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn balloon_mode_deflates_and_inflates() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     baseline(Mode::Balloon).await;
 }
