@@ -37,6 +37,13 @@ def test_latency_entry_counts_served_invocations_only():
     assert e["n"] == 2 and e["p50_ms"] == 20 and e["p99_ms"] == pytest.approx(29.8)
     assert e["cold"] == 1 and e["warm"] == 1 and e["timeouts"] == 1
     assert e["statuses"] == {"success": 1, "application_error": 1, "timeout": 1, "rejected": 1}
+    assert e["unserved"] == 2
+
+
+def test_errors_are_grouped_by_cause():
+    msg = "cannot start: all 4 partitions of VM s{} hold live instances"
+    e = fig10.latency_entry([{**inv("f", 9, status="http_error"), "error": msg.format(n)} for n in (2, 3)])
+    assert e["errors"] == {"cannot start: all N partitions of VM sN hold live instances": 2} and e["n"] == 0
 
 
 def test_plugged_memory_from_events_with_a_stuck_unplug():

@@ -11,6 +11,7 @@ gauge), memory (memory.jsonl samples), partition_bytes, error."""
 from __future__ import annotations
 
 import json
+import re
 import statistics
 
 from ..stats import percentile, step_integral
@@ -46,8 +47,13 @@ def latency_entry(invocations: list[dict]) -> dict:
               and i.get("latency_ms") is not None]
     latencies = [i["latency_ms"] for i in served]
     statuses: dict[str, int] = {}
+    errors: dict[str, int] = {}
     for i in measured:
         statuses[i.get("status", "?")] = statuses.get(i.get("status", "?"), 0) + 1
+        if i.get("error") and i not in served:
+            # Numbers masked: one key per cause, not per VM, size or time waited.
+            key = re.sub(r"\d+(\.\d+)?", "N", str(i["error"]))[:240]
+            errors[key] = errors.get(key, 0) + 1
     return {
         "n": len(served),
         "p50_ms": percentile(latencies, 50),
@@ -57,6 +63,8 @@ def latency_entry(invocations: list[dict]) -> dict:
         "warm": sum(1 for i in served if i.get("start_kind") == "warm"),
         "statuses": statuses,
         "timeouts": statuses.get("timeout", 0) + statuses.get("abandoned", 0),
+        "unserved": len(measured) - len(served),
+        "errors": errors,
     }
 
 

@@ -75,6 +75,10 @@ def markdown(summary: dict) -> str:
     parts += [f"GiB-s squeezy saves over virtio-mem under pressure: "
               f"{'–' if saving is None else f'{saving:.0%}'} (paper: "
               f"{summary['paper']['gib_s_saving_vs_virtio_mem']:.1%}).", "", targets_table(summary), ""]
+    errors = {f"{key} {fn}: {msg}": n for key, run in summary["runs"].items()
+              for fn, e in run["functions"].items() for msg, n in (e.get("errors") or {}).items()}
+    if errors:
+        parts += ["## Invocations not served", ""] + [f"- {k}… ({n}×)" for k, n in errors.items()] + [""]
     if summary.get("failed"):
         parts += ["## Failed", ""] + [f"- {k}: {v}" for k, v in summary["failed"].items()] + [""]
     return "\n".join(parts)
