@@ -151,6 +151,12 @@ pub trait SandboxBackend: Send + Sync {
     fn instance_charge(&self, spec: &InstanceSpec) -> u64 {
         spec.memory_limit_bytes
     }
+    /// How many instances of one action this backend can host at once (an N:1 VM has N
+    /// partitions); `None`: no limit of its own. Past it the pool queues invocations for the
+    /// action's instances instead of starting more.
+    fn instances_per_action(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A backend's host memory budget (see [`SandboxBackend::memory_budget`]), bytes.

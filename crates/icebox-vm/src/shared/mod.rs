@@ -226,4 +226,8 @@ impl SandboxBackend for SharedBackend {
     fn instance_charge(&self, spec: &InstanceSpec) -> u64 {
         self.common.cfg.partition_bytes(spec.memory_limit_bytes)
     }
+
+    fn instances_per_action(&self) -> Option<usize> {
+        Some(self.common.cfg.partitions as usize)
+    }
 }

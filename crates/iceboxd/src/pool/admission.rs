@@ -75,6 +75,7 @@ enum Place {
 /// place is given back.
 pub(super) struct StartReservation {
     pool: Arc<Pool>,
+    fqn: String,
     fulfilled: bool,
 }
 
@@ -87,7 +88,7 @@ impl StartReservation {
 impl Drop for StartReservation {
     fn drop(&mut self) {
         if !self.fulfilled {
-            self.pool.slots.abandon_start();
+            self.pool.slots.abandon_start(&self.fqn);
             self.pool.queue.wake_all();
         }
     }
@@ -119,7 +120,12 @@ impl Pool {
     }
 
     fn claim(self: &Arc<Self>, action: &ActionSpec) -> Result<Option<Place>, ShuttingDown> {
-        Ok(match self.slots.claim(action, &self.policy)? {
+        let per_action = self
+            .backends
+            .get(self.backends.isolation_of(action))
+            .ok()
+            .and_then(|b| b.instances_per_action());
+        Ok(match self.slots.claim(action, &self.policy, per_action)? {
             Claim::Wait => None,
             Claim::Warm(instance, idle_since) => {
                 if let Some(since) = idle_since {
@@ -134,6 +140,7 @@ impl Pool {
             Claim::Cold { evict } => Some(Place::Cold {
                 reservation: StartReservation {
                     pool: self.clone(),
+                    fqn: action.fqn(),
                     fulfilled: false,
                 },
                 evict,

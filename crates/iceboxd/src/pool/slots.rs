@@ -21,7 +21,20 @@ struct Table {
     slots: HashMap<String, Slot>,
     /// Instances being created (each holds a place under max_instances).
     starting: usize,
+    /// The same, per action (`namespace/name`), for backends with a per-action limit.
+    starting_of: HashMap<String, usize>,
     shutting_down: bool,
+}
+
+impl Table {
+    fn started(&mut self, fqn: &str) {
+        if let Some(n) = self.starting_of.get_mut(fqn) {
+            *n -= 1;
+            if *n == 0 {
+                self.starting_of.remove(fqn);
+            }
+        }
+    }
 }
 
 /// What the books decided for one invocation.
@@ -82,10 +95,12 @@ impl Slots {
     }
 
     /// A running instance with room, a warm one, a place for a new one, or nothing.
+    /// `per_action`: how many instances of the action its backend can host at once.
     pub fn claim(
         &self,
         action: &ActionSpec,
         policy: &KeepAlivePolicy,
+        per_action: Option<usize>,
     ) -> Result<Claim, ShuttingDown> {
         let mut t = self.table.lock().unwrap();
         if t.shutting_down {
@@ -136,6 +151,19 @@ impl Slots {
             slot.reclaimed_since_last_run = false;
             return Ok(Claim::Warm(slot.instance.clone(), idle_since));
         }
+        if let Some(limit) = per_action {
+            // Instances of the action that still hold their place in the backend (an old
+            // version's too, until it is evicted), and those being started.
+            let held = t
+                .slots
+                .values()
+                .filter(|s| s.instance.fqn == fqn && s.state != InstanceState::Evicted)
+                .count()
+                + t.starting_of.get(&fqn).copied().unwrap_or(0);
+            if held >= limit {
+                return Ok(Claim::Wait);
+            }
+        }
         let pool = self.entries(&t);
         let running = t.slots.len() - pool.len() + t.starting;
         match policy.admit_new_instance(&pool, running) {
@@ -149,6 +177,7 @@ impl Slots {
                     }
                 }
                 t.starting += 1;
+                *t.starting_of.entry(fqn).or_default() += 1;
                 Ok(Claim::Cold { evict })
             }
         }
@@ -162,13 +191,16 @@ impl Slots {
             return Err(slot);
         }
         t.starting -= 1;
+        t.started(&slot.instance.fqn);
         t.slots.insert(slot.instance.id.clone(), slot);
         Ok(())
     }
 
     /// A reserved place is given up (the start failed, or its ticket was dropped).
-    pub fn abandon_start(&self) {
-        self.table.lock().unwrap().starting -= 1;
+    pub fn abandon_start(&self, fqn: &str) {
+        let mut t = self.table.lock().unwrap();
+        t.starting -= 1;
+        t.started(fqn);
     }
 
     pub fn starting(&self) -> usize {

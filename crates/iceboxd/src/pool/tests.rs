@@ -42,6 +42,8 @@ pub(super) struct FakeBackend {
     snapshots: bool,
     /// Hands out memory from a host budget of this many bytes (as N:1 VMs do).
     host_limit: Option<u64>,
+    /// Hosts at most this many instances of one action (an N:1 VM's partitions).
+    per_action: Option<usize>,
 }
 
 struct FakeSandbox {
@@ -129,6 +131,9 @@ impl SandboxBackend for FakeBackend {
         self.snapshots
             .then_some(self as &dyn icebox_sandbox::Snapshots)
     }
+    fn instances_per_action(&self) -> Option<usize> {
+        self.per_action
+    }
     fn memory_budget(&self) -> Option<icebox_sandbox::MemoryBudget> {
         self.host_limit.map(|limit| icebox_sandbox::MemoryBudget {
             limit,
@@ -196,6 +201,7 @@ pub(super) struct Setup {
     pub(super) init_gate: Option<Arc<Semaphore>>,
     pub(super) snapshots: bool,
     pub(super) host_limit: Option<u64>,
+    pub(super) per_action: Option<usize>,
 }
 
 impl Default for Setup {
@@ -208,6 +214,7 @@ impl Default for Setup {
             init_gate: None,
             snapshots: false,
             host_limit: None,
+            per_action: None,
         }
     }
 }
@@ -227,6 +234,7 @@ impl Harness {
             bad_code: AtomicBool::new(false),
             snapshots: setup.snapshots,
             host_limit: setup.host_limit,
+            per_action: setup.per_action,
         });
         let mut runtimes = Runtimes::default();
         runtimes.insert(RuntimeManifest {
@@ -731,4 +739,59 @@ async fn a_full_host_budget_evicts_the_least_recently_used_idle_instance_for_a_n
     assert!(h.pool.instance_views().iter().all(|v| v.id != a_id));
     assert_eq!(h.live(), 2);
     lc.release(Health::Reusable).await;
+}
+
+#[tokio::test]
+async fn past_its_backends_per_action_limit_an_invocation_waits_for_an_instance_of_the_action() {
+    // An N:1 VM of one partition: a second instance of the action has nowhere to run.
+    let h = Harness::new(Setup {
+        per_action: Some(1),
+        ..Setup::default()
+    });
+    let a = action("a", "0.0.1");
+    let first = h.lease(&a).await;
+    let first_id = first.instance.id.clone();
+    let queued = tokio::spawn(h.pool.admit(&a).unwrap().lease(Duration::from_secs(30)));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!queued.is_finished(), "no second instance is started");
+    assert_eq!(h.started(), 1);
+    // Another action is not held back by a's limit.
+    h.lease(&action("b", "0.0.1"))
+        .await
+        .release(Health::Reusable)
+        .await;
+    first.release(Health::Reusable).await;
+    let second = queued.await.unwrap().expect("leased");
+    assert_eq!(second.instance.id, first_id, "it ran on a's instance, warm");
+    assert_eq!(h.started(), 2);
+    second.release(Health::Reusable).await;
+}
+
+#[tokio::test]
+async fn a_start_short_of_host_memory_evicts_a_busy_instance_once_it_is_idle() {
+    // Room for one 128 MiB instance, held by a busy instance of another action.
+    let h = Harness::new(Setup {
+        host_limit: Some(128 * MIB),
+        ..Setup::default()
+    });
+    let (a, b) = (action("a", "0.0.1"), action("b", "0.0.1"));
+    let la = h.lease(&a).await;
+    let a_id = la.instance.id.clone();
+    let pool = h.pool.clone();
+    let lb =
+        tokio::spawn(async move { pool.admit(&b).unwrap().lease(Duration::from_secs(30)).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        h.live(),
+        1,
+        "b waits for memory rather than overcommitting it"
+    );
+    la.release(Health::Reusable).await;
+    let lb = lb.await.unwrap().expect("leased");
+    assert!(
+        h.pool.instance_views().iter().all(|v| v.id != a_id),
+        "a, idle now, was evicted for b"
+    );
+    assert_eq!(h.live(), 1);
+    lb.release(Health::Reusable).await;
 }
