@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import manifest
+from .. import manifest, vm_accel
 from ..client import IceboxError
 from ..faasnap_eval import fig6, fig6_render
 from ..faasnap_eval.fig6_run import run_function
@@ -67,12 +67,12 @@ class FaasnapFig6(Recipe):
                 except (IceboxError, RuntimeError, ValueError) as e:
                     failed[f"{spec.name} {panel}"] = str(e)
                     ctx.log(f"error: {spec.name} {panel}: {e}")
-                partial = fig6.summary(samples, functions, modes, panels, accel=s.get("accel"), records=records,
+                partial = fig6.summary(samples, functions, modes, panels, accel=vm_accel.resolve(s.get("accel")), records=records,
                                        failed=failed)
                 ctx.run_dir.write_json("summary.json", partial)
         if failed:
             ctx.session.result["failed"] = failed
-        result = fig6.summary(samples, functions, modes, panels, accel=s.get("accel"), records=records,
+        result = fig6.summary(samples, functions, modes, panels, accel=vm_accel.resolve(s.get("accel")), records=records,
                               failed=failed)
         o = result["overall"]
         ctx.log(f"overall: faasnap vs lazy {o['faasnap_vs_lazy']}, faasnap / cached {o['faasnap_vs_cached']}, "
