@@ -204,3 +204,35 @@ def test_daemon_counters_are_differences_between_scrapes():
                           'icebox_rejected_total 1\n')
     assert daemon_counters(before, after) == {"invocations_by_start": {"cold": 13, "warm": 100},
                                               "evictions_by_reason": {"error": 7}, "rejected": 0}
+
+
+def test_an_interrupt_stops_the_load_even_when_a_client_swallows_its_cancellation():
+    """The SIGINT soak test once ran its whole load after the signal: a client had lost its
+    cancellation (aiohttp turns a cancel racing its timeout into TimeoutError)."""
+    import asyncio
+
+    from icebox_bench.soak.run import run_load
+
+    async def stubborn_client(stop: asyncio.Event) -> None:
+        # Like a client whose request turned the cancel into a timeout: it goes on until told.
+        while not stop.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                continue
+
+    async def scenario() -> float:
+        stop = asyncio.Event()
+        clients = [asyncio.create_task(stubborn_client(stop)) for _ in range(3)]
+        load = asyncio.create_task(run_load(clients, stop))
+        await asyncio.sleep(0.05)
+        t0 = asyncio.get_running_loop().time()
+        load.cancel()
+        try:
+            await asyncio.wait_for(load, 5)
+        except asyncio.CancelledError:
+            pass
+        assert all(t.done() for t in clients)
+        return asyncio.get_running_loop().time() - t0
+
+    assert asyncio.run(scenario()) < 5

@@ -101,8 +101,8 @@ async def _deploy(session: aiohttp.ClientSession, actions: list[SoakAction]) -> 
             raise RuntimeError(f"the first invocation of {a.name} answered {status}: {str(body)[:300]}")
 
 
-async def _client(session, actions, weights, rng, cfg, deadline, budget, state) -> None:
-    while time.monotonic() < deadline and budget[0] > 0:
+async def _client(session, actions, weights, rng, cfg, deadline, budget, state, stop: asyncio.Event) -> None:
+    while time.monotonic() < deadline and budget[0] > 0 and not stop.is_set():
         budget[0] -= 1
         action = rng.choices(actions, weights)[0]
         t0 = time.perf_counter()
@@ -169,6 +169,24 @@ async def _sampler(daemon: Daemon, period_s: float, stop: asyncio.Event, state: 
             pass
 
 
+async def run_load(clients: list[asyncio.Task], stop: asyncio.Event) -> None:
+    """Wait for the clients; when interrupted (this task cancelled: SIGINT), stop them all.
+
+    `asyncio.wait`, not `gather`: a cancelled gather waits for every child to end, and a child
+    can swallow its cancellation (aiohttp turns a cancel racing its own timeout into a
+    TimeoutError, which a client counts and goes on), so an interrupt could wait out the
+    whole load. Clients also stop at their next request once `stop` is set."""
+    try:
+        await asyncio.wait(clients)
+        for t in clients:
+            t.result()  # a client's own failure is the run's
+    finally:
+        stop.set()
+        for t in clients:
+            t.cancel()
+        await asyncio.gather(*clients, return_exceptions=True)
+
+
 async def drive(daemon: Daemon, cfg: SoakConfig, state: SoakState, log) -> None:
     rng = random.Random(cfg.seed)
     actions = list(SOAK_ACTIONS)
@@ -195,14 +213,11 @@ async def drive(daemon: Daemon, cfg: SoakConfig, state: SoakState, log) -> None:
         deadline = t0 + cfg.duration_s
         budget = [cfg.max_requests]
         clients = [asyncio.create_task(_client(session, actions, weights, random.Random(cfg.seed * 1000 + i), cfg,
-                                               deadline, budget, state)) for i in range(cfg.clients)]
+                                               deadline, budget, state, stop)) for i in range(cfg.clients)]
         try:
-            await asyncio.gather(*clients)
+            await run_load(clients, stop)
         finally:
             state.load_seconds = time.monotonic() - t0
-            stop.set()
-            for t in clients:
-                t.cancel()
             await asyncio.gather(*side, return_exceptions=True)
 
         state.phase = "settling"
