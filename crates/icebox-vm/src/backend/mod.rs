@@ -158,31 +158,9 @@ impl VmBackend {
         config
     }
 
-    /// What the agent is asked to run for `spec`: the runtime as its manifest says, with the
-    /// runtime directory where the image put it.
+    /// What the agent is asked to run for `spec` (see [`guest_start_request`]).
     pub fn start_request(&self, spec: &InstanceSpec) -> Result<StartRequest, SandboxError> {
-        let name = runtime_name(spec);
-        let guest_dir = self.image.runtime_dir(&name).ok_or_else(|| {
-            SandboxError::StartFailed(format!(
-                "the guest image has no runtime '{name}' (rebuild it with scripts/guest/build.sh)"
-            ))
-        })?;
-        let mut env = vec![(
-            "ICEBOX_CONCURRENCY".to_string(),
-            spec.concurrency.to_string(),
-        )];
-        env.extend(spec.runtime.env_for(&guest_dir, spec.memory_limit_bytes));
-        env.extend(spec.env.iter().cloned());
-        Ok(StartRequest {
-            instance: spec.id.clone(),
-            argv: spec.runtime.argv(&guest_dir, spec.memory_limit_bytes),
-            env,
-            memory_limit_bytes: spec.memory_limit_bytes,
-            pids_max: spec.pids_max,
-            tmp_bytes: spec.tmp_bytes,
-            numa_node: None,
-            wait_ready_ms: Some(self.cfg.ready_timeout.as_millis() as u64),
-        })
+        guest_start_request(&self.image, spec, None, self.cfg.ready_timeout)
     }
 
     async fn start_in(
@@ -326,4 +304,36 @@ pub(crate) fn runtime_name(spec: &InstanceSpec) -> String {
 /// The host socket path RuntimeClient connects to for an instance in `dir`.
 pub(crate) fn host_socket(dir: &Path) -> PathBuf {
     dir.join("proxy.sock")
+}
+
+/// What the agent is asked to run for `spec` in either VM backend: the runtime as its manifest
+/// says, with the runtime directory where the image put it, bound to guest NUMA `node` if any.
+pub(crate) fn guest_start_request(
+    image: &GuestImage,
+    spec: &InstanceSpec,
+    node: Option<u32>,
+    ready_timeout: Duration,
+) -> Result<StartRequest, SandboxError> {
+    let name = runtime_name(spec);
+    let guest_dir = image.runtime_dir(&name).ok_or_else(|| {
+        SandboxError::StartFailed(format!(
+            "the guest image has no runtime '{name}' (rebuild it with scripts/guest/build.sh)"
+        ))
+    })?;
+    let mut env = vec![(
+        "ICEBOX_CONCURRENCY".to_string(),
+        spec.concurrency.to_string(),
+    )];
+    env.extend(spec.runtime.env_for(&guest_dir, spec.memory_limit_bytes));
+    env.extend(spec.env.iter().cloned());
+    Ok(StartRequest {
+        instance: spec.id.clone(),
+        argv: spec.runtime.argv(&guest_dir, spec.memory_limit_bytes),
+        env,
+        memory_limit_bytes: spec.memory_limit_bytes,
+        pids_max: spec.pids_max,
+        tmp_bytes: spec.tmp_bytes,
+        numa_node: node,
+        wait_ready_ms: Some(ready_timeout.as_millis() as u64),
+    })
 }

@@ -12,41 +12,7 @@ use icebox_guest::{AgentClient, EventStream};
 use icebox_sandbox::{InstanceSpec, SandboxError};
 use std::time::{Duration, Instant};
 
-/// The runtime of `spec` as its manifest says, where the image put it, bound to `node`.
-pub fn start_request(
-    image: &GuestImage,
-    spec: &InstanceSpec,
-    node: Option<u32>,
-    ready_timeout: Duration,
-) -> Result<StartRequest, SandboxError> {
-    let name = spec
-        .runtime
-        .dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let guest_dir = image.runtime_dir(&name).ok_or_else(|| {
-        SandboxError::StartFailed(format!(
-            "the guest image has no runtime '{name}' (rebuild it with scripts/guest/build.sh)"
-        ))
-    })?;
-    let mut env = vec![(
-        "ICEBOX_CONCURRENCY".to_string(),
-        spec.concurrency.to_string(),
-    )];
-    env.extend(spec.runtime.env_for(&guest_dir, spec.memory_limit_bytes));
-    env.extend(spec.env.iter().cloned());
-    Ok(StartRequest {
-        instance: spec.id.clone(),
-        argv: spec.runtime.argv(&guest_dir, spec.memory_limit_bytes),
-        env,
-        memory_limit_bytes: spec.memory_limit_bytes,
-        pids_max: spec.pids_max,
-        tmp_bytes: spec.tmp_bytes,
-        numa_node: node,
-        wait_ready_ms: Some(ready_timeout.as_millis() as u64),
-    })
-}
+pub(super) use crate::backend::guest_start_request as start_request;
 
 /// The agent's ids for the warm-up processes; never a daemon's instance id (those end in
 /// eight hex digits).
