@@ -221,18 +221,15 @@ def test_an_interrupt_stops_the_load_even_when_a_client_swallows_its_cancellatio
             except asyncio.CancelledError:
                 continue
 
-    async def scenario() -> float:
+    async def scenario() -> None:
         stop = asyncio.Event()
         clients = [asyncio.create_task(stubborn_client(stop)) for _ in range(3)]
         load = asyncio.create_task(run_load(clients, stop))
         await asyncio.sleep(0.05)
-        t0 = asyncio.get_running_loop().time()
         load.cancel()
-        try:
-            await asyncio.wait_for(load, 5)
-        except asyncio.CancelledError:
-            pass
+        # A guard against hanging, not a timing: the old gather never ended here.
+        await asyncio.wait({load}, timeout=30)
+        assert load.done(), "the interrupted load is still waiting for its clients"
         assert all(t.done() for t in clients)
-        return asyncio.get_running_loop().time() - t0
 
-    assert asyncio.run(scenario()) < 5
+    asyncio.run(scenario())
