@@ -82,6 +82,11 @@ class Plan:
     tail_s: float
     extra: dict = field(default_factory=dict)
 
+    def used_specs(self) -> list[FunctionSpec]:
+        """The benchmark functions some trace function is mapped to."""
+        used = set(self.mapping.values())
+        return [s for s in self.specs if s.name in used]
+
     def schedule(self) -> schedule_mod.Schedule:
         timeline = schedule_mod.Timeline(origin_s=self.origin_s, scale=self.scale, duration_s=self.duration_s)
         return schedule_mod.build(self.trace.invocations, self.mapping, timeline)
@@ -110,7 +115,7 @@ async def poll_plugged(client: IceboxClient, writer, period_s: float = 1.0) -> N
 
 async def warm_up(client: IceboxClient, plan: Plan, writer, log) -> None:
     """One invocation per function, all at once: every action's VM boots before the replay."""
-    used = [s for s in plan.specs if s.name in set(plan.mapping.values())]
+    used = plan.used_specs()
     results = await asyncio.gather(*[invoke_once(client, s.name, s.input(plan.size), action_timeout_ms=s.timeout_ms)
                                      for s in used])
     for spec, fields in zip(used, results):
@@ -127,7 +132,7 @@ async def run_scenario(plan: Plan, mode: str, scenario: str, vm_memory: int | No
     args = plan.scenario_args(mode, vm_memory)
     log(f"[{label}] starting iceboxd {' '.join(args)}; {len(sched.items)} invocations over "
         f"{sched.length_s():.0f} s")
-    used = [s for s in plan.specs if s.name in set(plan.mapping.values())]
+    used = plan.used_specs()
     # A VM probe (--vm-accel auto) can hold the daemon's start past the default 30 s under load.
     with Daemon(args, log_path=run_dir.file("iceboxd.log"), start_timeout_s=120.0) as daemon:
         async with IceboxClient(daemon.apihost, daemon.auth) as client:
