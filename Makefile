@@ -10,33 +10,30 @@ setup:
 build: setup
 	$(CARGO) build --release --workspace
 
+# iceboxd flags go in RUN_ARGS, e.g. make run RUN_ARGS='--offload faasmem --offload-pool zram:4GiB'
+RUN_ARGS ?=
 run: build
-	@scripts/run.sh
+	@scripts/run.sh $(RUN_ARGS)
 
+# Every suite runs, also after one fails; a summary at the end says which failed.
 test: build
-	$(MAKE) --no-print-directory lint test-rust test-runtimes test-functions test-bench
+	CARGO=$(CARGO) scripts/test.sh
 
 # Formatting and lints are part of the test: a warning fails it.
 lint:
-	$(CARGO) fmt --all --check
-	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+	CARGO=$(CARGO) scripts/test.sh fmt clippy
 
 test-rust:
-	$(CARGO) test --release --workspace
+	CARGO=$(CARGO) scripts/test.sh rust
 
 test-runtimes:
-	.venv/bin/python -m pytest -q runtimes/python/tests
-	node --test runtimes/nodejs/test/
-	mvn -B -f runtimes/java/pom.xml test
+	scripts/test.sh runtime-python runtime-nodejs runtime-java
 
 test-functions:
-	.venv/bin/python -m pytest -q functions/python/tests
-	node --test functions/nodejs/test/
-	mvn -B -f functions/java/pom.xml test
+	scripts/test.sh functions-python functions-nodejs functions-java
 
 test-bench:
-	.venv/bin/python -m pytest -q bench/tests
-	python3 -m unittest discover -s bench/node -p 'test_*.py'
+	scripts/test.sh bench bench-node
 
 bench: build
 	python3 bench/node/run_all.py --out docs/performance.md

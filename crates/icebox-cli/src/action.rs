@@ -289,7 +289,12 @@ fn deploy(client: &Client, json_out: bool, args: DeployArgs, update: bool) -> Re
     if json_out {
         emit_json(&stored);
     } else {
-        let verb = if update { "updated" } else { "created" };
+        // `update` of a name that did not exist creates it (OpenWhisk's overwrite=true).
+        let verb = if update && stored["version"].as_str() != Some("0.0.1") {
+            "updated"
+        } else {
+            "created"
+        };
         let version = stored["version"].as_str().unwrap_or("?");
         let kind = stored["exec"]["kind"].as_str().unwrap_or("?");
         emit_line(&format!(

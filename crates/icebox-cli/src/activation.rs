@@ -191,12 +191,15 @@ pub fn describe(record: &Value, now: u64) -> String {
     ];
     let start = annotation(record, "icebox.start").and_then(Value::as_str);
     let instance = annotation(record, "icebox.instance").and_then(Value::as_str);
+    let restore = annotation(record, "icebox.restore").and_then(Value::as_str);
     if let Some(start) = start {
+        // A cold start from a snapshot says how it was restored (lazy, faasnap, ...).
+        let how = restore
+            .map(|mode| format!("{start}, restored from a snapshot ({mode})"))
+            .unwrap_or_else(|| start.to_string());
         lines.push((
             "start",
-            instance
-                .map(|i| format!("{start} on {i}"))
-                .unwrap_or_else(|| start.to_string()),
+            instance.map(|i| format!("{how} on {i}")).unwrap_or(how),
         ));
     }
     if let Some(s) = record["start"].as_u64() {

@@ -12,6 +12,7 @@ mod output;
 mod params;
 mod snapshot;
 mod table;
+mod tenants;
 
 use clap::{Parser, Subcommand};
 use error::CliError;
@@ -73,6 +74,17 @@ enum Command {
     /// Action snapshots: list them, build one now, discard one
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
+    /// Tenants: create, list, update and delete namespaces (admin key)
+    #[command(subcommand)]
+    Namespace(tenants::NamespaceCommand),
+    /// API keys of namespaces: create and revoke them (admin key)
+    #[command(subcommand)]
+    Key(tenants::KeyCommand),
+    /// Evict an idle instance now: its processes end and its memory goes back to the node
+    Evict {
+        /// Instance id (see `icebox instances`)
+        instance: String,
+    },
     /// Reclaim frozen garbage of an idle instance now (every idle instance without INSTANCE)
     Reclaim {
         /// Instance id (see `icebox instances`)
@@ -95,6 +107,9 @@ fn run(cli: Cli) -> error::Result<()> {
         Command::Events(args) => events::run(&client, json, args),
         Command::Health => node::health(&client, json),
         Command::Snapshot(c) => snapshot::run(&client, json, c),
+        Command::Namespace(c) => tenants::run_namespace(&client, json, c),
+        Command::Key(c) => tenants::run_key(&client, json, c),
+        Command::Evict { instance } => node::evict(&client, json, instance),
         Command::Reclaim { instance, variant } => node::reclaim(&client, json, instance, variant),
     }
 }

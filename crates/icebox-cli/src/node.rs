@@ -238,6 +238,27 @@ pub fn reclaim(
     Ok(())
 }
 
+/// `icebox evict ID`: stop an idle instance now and give its memory back.
+pub fn evict(client: &Client, json_out: bool, id: String) -> Result<()> {
+    let reply = client
+        .delete(format!("{API}/instances/{}", crate::client::segment(&id)))
+        .explain(
+            404,
+            format!("there is no instance {id} (see `icebox instances`)"),
+        )
+        .explain(
+            409,
+            format!("instance {id} is running an activation; evict it once it is idle"),
+        )
+        .send()?;
+    if json_out {
+        emit_json(&reply);
+    } else {
+        emit_line(&format!("ok: evicted instance {id}"));
+    }
+    Ok(())
+}
+
 pub fn memory_report(v: &MemoryView) -> String {
     let charge = serde_json::to_value(v.charge_mode)
         .ok()

@@ -44,10 +44,12 @@ pub fn offload_table(list: &[InstanceView]) -> String {
         ("OFFLOADED", Align::Right),
         ("MOVED", Align::Right),
         ("REFAULTED", Align::Right),
-        ("RUNTIME", Align::Right),
-        ("INIT", Align::Right),
-        ("EXEC", Align::Right),
-        ("HOT", Align::Right),
+        // Per FaaSMem segment, what is still resident: 0 beside a large OFFLOADED is an
+        // instance whose segments are all out, not a missing measurement.
+        ("RESIDENT RUNTIME", Align::Right),
+        ("RESIDENT INIT", Align::Right),
+        ("RESIDENT EXEC", Align::Right),
+        ("RESIDENT HOT", Align::Right),
         ("WINDOW", Align::Right),
         ("SEMI-WARM", Align::Left),
     ]);
@@ -132,6 +134,10 @@ mod tests {
         assert_eq!(offload_table(&[instance("none")]), "");
         let t = offload_table(&[instance("faasmem"), instance("none")]);
         assert_eq!(t.lines().count(), 2, "{t}");
+        assert!(
+            t.lines().next().unwrap().contains("RESIDENT RUNTIME"),
+            "{t}"
+        );
         let row = t.lines().nth(1).unwrap();
         for cell in ["faasmem", "12.0 MiB", "30.0 MiB", "4.0 MiB", "20", "yes"] {
             assert!(row.contains(cell), "{cell} missing in {row}");

@@ -162,8 +162,8 @@ fn write_new_key_file(path: &Path, key: &ApiKey) -> anyhow::Result<bool> {
     result.with_context(|| format!("writing API key file {}", path.display()))
 }
 
-/// Checks an `Authorization` header value (`Basic base64(uuid:key)`) against the expected key.
-pub fn check_basic(header: Option<&str>, expected: &ApiKey) -> Result<(), AuthError> {
+/// Splits an `Authorization` header value (`Basic base64(uuid:key)`) into uuid and secret.
+pub fn parse_basic(header: Option<&str>) -> Result<(String, String), AuthError> {
     let header = header
         .map(str::trim)
         .filter(|h| !h.is_empty())
@@ -179,25 +179,17 @@ pub fn check_basic(header: Option<&str>, expected: &ApiKey) -> Result<(), AuthEr
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(token.trim_start())
         .map_err(|_| AuthError::Malformed("credentials are not valid base64"))?;
-    let colon = decoded
-        .iter()
-        .position(|&b| b == b':')
+    let decoded = String::from_utf8(decoded)
+        .map_err(|_| AuthError::Malformed("credentials are not UTF-8"))?;
+    let (uuid, key) = decoded
+        .split_once(':')
         .ok_or(AuthError::Malformed("expected 'uuid:key'"))?;
-    let (uuid, key) = (&decoded[..colon], &decoded[colon + 1..]);
-    // Evaluate both comparisons before combining, so timing reveals neither which part
-    // differed nor where.
-    let uuid_ok = constant_time_eq(uuid, expected.uuid.as_bytes());
-    let key_ok = constant_time_eq(key, expected.key.as_bytes());
-    if uuid_ok & key_ok {
-        Ok(())
-    } else {
-        Err(AuthError::Invalid)
-    }
+    Ok((uuid.to_string(), key.to_string()))
 }
 
 /// Compares without an early exit: the time depends only on the lengths, not on where the
 /// inputs differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let mut diff = u8::from(a.len() != b.len());
     for i in 0..a.len().max(b.len()) {
         diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
@@ -361,20 +353,15 @@ mod tests {
     }
 
     #[test]
-    fn check_basic_paths() {
-        let expected = ApiKey::parse("u-1:secret", "guest").unwrap();
-        assert_eq!(check_basic(Some(&basic("u-1:secret")), &expected), Ok(()));
+    fn parse_basic_paths() {
+        let ok = |h: &str| parse_basic(Some(h)).unwrap();
+        assert_eq!(ok(&basic("u-1:secret")), ("u-1".into(), "secret".into()));
         assert_eq!(
-            check_basic(
-                Some(&format!("basic  {}", &basic("u-1:secret")[6..])),
-                &expected
-            ),
-            Ok(())
+            ok(&format!("basic  {}", &basic("u-1:sec:ret")[6..])),
+            ("u-1".into(), "sec:ret".into())
         );
-
-        assert_eq!(check_basic(None, &expected), Err(AuthError::Missing));
-        assert_eq!(check_basic(Some("  "), &expected), Err(AuthError::Missing));
-
+        assert_eq!(parse_basic(None), Err(AuthError::Missing));
+        assert_eq!(parse_basic(Some("  ")), Err(AuthError::Missing));
         for malformed in [
             "Basic",
             "Bearer abc",
@@ -382,28 +369,10 @@ mod tests {
             &basic("nocolon"),
         ] {
             assert!(
-                matches!(
-                    check_basic(Some(malformed), &expected),
-                    Err(AuthError::Malformed(_))
-                ),
+                matches!(parse_basic(Some(malformed)), Err(AuthError::Malformed(_))),
                 "{malformed}"
             );
         }
-
-        for wrong in ["u-1:secreT", "u-1:secret2", "u-1:", "u-2:secret", ":secret"] {
-            assert_eq!(
-                check_basic(Some(&basic(wrong)), &expected),
-                Err(AuthError::Invalid),
-                "{wrong}"
-            );
-        }
-    }
-
-    #[test]
-    fn messages_do_not_echo_credentials() {
-        let expected = ApiKey::parse("u:k", "guest").unwrap();
-        let err = check_basic(Some(&basic("u:supersecret")), &expected).unwrap_err();
-        assert!(!err.to_string().contains("supersecret"));
     }
 
     #[test]

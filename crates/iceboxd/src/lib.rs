@@ -18,5 +18,6 @@ pub(crate) mod serve;
 pub mod server;
 pub(crate) mod snapshot_metrics;
 pub(crate) mod state;
+pub(crate) mod tenants;
 
 pub(crate) use icebox_core::now_ms;

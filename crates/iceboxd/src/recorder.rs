@@ -154,6 +154,16 @@ impl Recorder {
         row.record().ok()
     }
 
+    /// Records of a namespace accepted but not yet in the registry.
+    pub fn unwritten_in(&self, namespace: &str) -> usize {
+        self.shared
+            .lock()
+            .rows
+            .values()
+            .filter(|r| r.namespace == namespace)
+            .count()
+    }
+
     /// Why the node is degraded, if it is: records the registry refuses to take.
     pub fn degraded(&self) -> Option<String> {
         let u = self.shared.lock();

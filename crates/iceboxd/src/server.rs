@@ -40,6 +40,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         &state_dir,
         cfg.init_registry,
     )?);
+    let tenants = crate::tenants::Tenants::load(&registry, &key)
+        .context("loading namespaces and keys from the registry")?;
     let runtimes_dir = cfg.resolve_runtimes_dir();
     let runtimes = Runtimes::load(&runtimes_dir).with_context(|| {
         format!(
@@ -162,7 +164,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let state: AppState = Arc::new(Node {
         registry: registry.clone(),
         recorder: crate::recorder::Recorder::start(registry.clone(), metrics.recorder.clone()),
-        key,
+        tenants,
         pool: pool.clone(),
         events,
         metrics,
@@ -186,6 +188,10 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let known: Vec<_> = state.actions.read().unwrap().values().cloned().collect();
     pool.take_over_snapshots(&known);
     let manager = tokio::spawn(pool.clone().run_manager(stop_rx.clone()));
+    let shares = tokio::spawn(crate::tenants::enforce::keep_shares(
+        state.clone(),
+        stop_rx.clone(),
+    ));
     let pruner = tokio::spawn(prune_loop(
         registry,
         cfg.activation_retention,
@@ -226,6 +232,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(2), async {
         let _ = manager.await;
         let _ = pruner.await;
+        let _ = shares.await;
     })
     .await;
     tracing::info!("stopped");

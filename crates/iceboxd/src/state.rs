@@ -1,6 +1,5 @@
 //! Shared daemon state handed to every request handler.
 
-use crate::auth::ApiKey;
 use crate::events::EventBus;
 use crate::metrics::Metrics;
 use crate::pool::Pool;
@@ -16,7 +15,8 @@ pub type AppState = Arc<Node>;
 pub struct Node {
     pub registry: Arc<Registry>,
     pub recorder: crate::recorder::Recorder,
-    pub key: ApiKey,
+    /// Namespaces, their keys and quotas.
+    pub tenants: crate::tenants::Tenants,
     pub pool: Arc<Pool>,
     pub events: Arc<EventBus>,
     pub metrics: Arc<Metrics>,

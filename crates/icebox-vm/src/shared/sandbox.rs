@@ -265,6 +265,10 @@ impl Sandbox for SharedSandbox {
         self.client.close_idle();
         self.forwarder.lock().unwrap().take();
         let stop_ms = self.stop_runtime().await;
+        if self.vm.ended().is_some() {
+            // The VM is going: destroyed means its QEMU and directory are gone too.
+            self.vm.wait_gone().await;
+        }
         for task in self.tasks.lock().unwrap().drain(..) {
             task.abort();
         }

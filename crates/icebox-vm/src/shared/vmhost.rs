@@ -48,6 +48,9 @@ pub struct SharedVm {
     idle_since: Mutex<Option<Instant>>,
     /// Why the VM ended, once it has.
     ended: OnceLock<String>,
+    /// True once an ended VM's QEMU is reaped and its directory removed: only then are its
+    /// instances reported exited, so whoever waits on an instance finds nothing left.
+    gone: tokio::sync::watch::Sender<bool>,
     releases: Mutex<Vec<JoinHandle<()>>>,
     watcher: Mutex<Option<JoinHandle<()>>>,
     guest_stats: Mutex<GuestStats>,
@@ -157,6 +160,7 @@ impl SharedVm {
             sandboxes: Mutex::new(HashMap::new()),
             idle_since: Mutex::new(Some(Instant::now())),
             ended: OnceLock::new(),
+            gone: tokio::sync::watch::channel(false).0,
             releases: Mutex::new(Vec::new()),
             watcher: Mutex::new(None),
             guest_stats: Mutex::new(GuestStats::default()),
@@ -177,6 +181,12 @@ impl SharedVm {
 
     pub fn ended(&self) -> Option<&str> {
         self.ended.get().map(String::as_str)
+    }
+
+    /// Returns once an ended VM has left nothing behind (QEMU reaped, directory removed).
+    pub async fn wait_gone(&self) {
+        let mut gone = self.gone.subscribe();
+        let _ = gone.wait_for(|g| *g).await;
     }
 
     /// Instances holding a partition now.
@@ -558,6 +568,7 @@ impl SharedVm {
     /// with the host, the VM leaves the table and its directory goes.
     async fn end(self: &Arc<Self>, reason: String) {
         if self.ended.set(reason.clone()).is_err() {
+            self.wait_gone().await;
             return;
         }
         let changes = self.slots.lock().unwrap().close();
@@ -566,6 +577,13 @@ impl SharedVm {
         }
         self.slot_freed.notify_waiters();
         self.common.forget_vm(self);
+        self.vm.shutdown(Duration::from_secs(2)).await;
+        for task in self.releases.lock().unwrap().drain(..) {
+            task.abort();
+        }
+        remove_dir(self.dir());
+        self.gone.send_replace(true);
+        // Reported only now: an instance seen as ended has left no process and no file.
         let sandboxes: Vec<_> = self
             .sandboxes
             .lock()
@@ -576,11 +594,6 @@ impl SharedVm {
         for s in sandboxes {
             s.mark_exited(ExitCause::Exited, format!("VM {} ended: {reason}", self.id));
         }
-        self.vm.shutdown(Duration::from_secs(2)).await;
-        for task in self.releases.lock().unwrap().drain(..) {
-            task.abort();
-        }
-        remove_dir(self.dir());
         tracing::info!(vm = %self.id, action = %self.key.action, "vm-shared VM ended: {reason}");
         self.common.emit(PartitionEvent::VmEnded {
             vm: self.id.clone(),

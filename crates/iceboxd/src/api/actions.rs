@@ -3,11 +3,13 @@
 use super::{archive, query, resolve_namespace, ApiError};
 use crate::invoker::{self, Invocation};
 use crate::state::AppState;
+use crate::tenants::Caller;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use base64::Engine;
 use icebox_core::{ActionLimits, ActionSpec, ActivationStatus, Exec, KeyValue};
@@ -145,15 +147,16 @@ fn check_name(name: &str) -> Result<(), ApiError> {
 
 pub async fn put(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((namespace, name)): Path<(String, String)>,
     Query(q): Query<PutQuery>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let namespace = resolve_namespace(&state, &namespace)?;
+    let namespace = resolve_namespace(&state, &caller, &namespace)?;
     check_name(&name)?;
+    let overwrite = query::flag("overwrite", q.overwrite.as_deref(), false)?;
     let bytes = body_bytes(&state, body)?;
     let body: PutBody = parse_json(&bytes, "action")?;
-    let overwrite = query::flag(q.overwrite.as_deref(), false);
     let existing = if overwrite {
         state.action(&namespace, &name)
     } else {
@@ -221,23 +224,25 @@ pub async fn put(
 
 pub async fn get(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((namespace, name)): Path<(String, String)>,
     Query(q): Query<GetQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let namespace = resolve_namespace(&state, &namespace)?;
+    let namespace = resolve_namespace(&state, &caller, &namespace)?;
+    let with_code = query::flag("code", q.code.as_deref(), true)?;
     let spec = state
         .action(&namespace, &name)
         .ok_or_else(|| not_found(&namespace, &name))?;
-    let with_code = query::flag(q.code.as_deref(), true);
     Ok(Json(action_json(&spec, with_code)))
 }
 
 pub async fn list(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(namespace): Path<String>,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let namespace = resolve_namespace(&state, &namespace)?;
+    let namespace = resolve_namespace(&state, &caller, &namespace)?;
     let registry = state.registry.clone();
     let (limit, skip) = (
         q.limit.unwrap_or(crate::registry::DEFAULT_LIST_LIMIT),
@@ -268,9 +273,10 @@ fn action_summary_json(spec: &ActionSpec) -> Value {
 
 pub async fn delete(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let namespace = resolve_namespace(&state, &namespace)?;
+    let namespace = resolve_namespace(&state, &caller, &namespace)?;
     let registry = state.registry.clone();
     let (ns, n) = (namespace.clone(), name.clone());
     let deleted = tokio::task::spawn_blocking(move || registry.delete_action(&ns, &n)).await??;
@@ -334,13 +340,16 @@ fn not_found(namespace: &str, name: &str) -> ApiError {
 
 pub async fn invoke(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((namespace, name)): Path<(String, String)>,
     Query(q): Query<InvokeQuery>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
     let arrived_ms = crate::now_ms();
-    let namespace = resolve_namespace(&state, &namespace)?;
+    let namespace = resolve_namespace(&state, &caller, &namespace)?;
+    let blocking = query::flag("blocking", q.blocking.as_deref(), false)?;
+    let result_only = query::flag("result", q.result.as_deref(), false)?;
     let action = state
         .action(&namespace, &name)
         .ok_or_else(|| not_found(&namespace, &name))?;
@@ -357,24 +366,33 @@ pub async fn invoke(
             }
         }
     };
+    // The caller's namespace quotas (OpenWhisk throttles the invoking identity); the slot is
+    // held until the activation ends, blocking or not.
+    let in_flight = state
+        .tenants
+        .admit(&caller.namespace, arrived_ms)
+        .map_err(|e| ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()))?;
     state.recorder.admit()?;
     // The one queue check: a full queue answers 429 here, blocking or not.
     let ticket = invoker::admit(&state, &action)?;
-    // The node key is its admin key: only actions that ask for it get it (OpenWhisk's rule).
-    let api_key = action.provides_api_key().then(|| state.key.as_basic());
+    // Only actions that ask for it get the caller's key (OpenWhisk's rule).
+    let api_key = action.provides_api_key().then(|| caller.basic.clone());
     let activation_id = invoker::new_activation_id();
     let inv = Invocation {
         params: action.merged_parameters(&params),
         action,
         activation_id: activation_id.clone(),
-        subject: state.key.namespace.clone(),
+        subject: caller.namespace.clone(),
         api_key,
         arrived,
         arrived_ms,
     };
     let task_state = state.clone();
-    let run = async move { invoker::invoke(&task_state, inv, ticket).await };
-    if !query::flag(q.blocking.as_deref(), false) {
+    let run = async move {
+        let _in_flight = in_flight;
+        invoker::invoke(&task_state, inv, ticket).await
+    };
+    if !blocking {
         tokio::spawn(run);
         return Ok((
             StatusCode::ACCEPTED,
@@ -400,7 +418,7 @@ pub async fn invoke(
         ActivationStatus::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::BAD_GATEWAY,
     };
-    let body = if query::flag(q.result.as_deref(), false) {
+    let body = if result_only {
         record.response.result.clone()
     } else {
         serde_json::to_value(&record).unwrap_or(Value::Null)

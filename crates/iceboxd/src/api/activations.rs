@@ -3,7 +3,9 @@
 use super::{resolve_namespace, ApiError};
 use crate::registry::ActivationFilter;
 use crate::state::AppState;
+use crate::tenants::Caller;
 use axum::extract::{Path, Query, State};
+use axum::Extension;
 use axum::Json;
 use icebox_core::ActivationRecord;
 use serde::Deserialize;
@@ -21,10 +23,11 @@ pub struct ListQuery {
 
 pub async fn list(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(namespace): Path<String>,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let namespace = resolve_namespace(&state, &namespace)?;
+    let namespace = resolve_namespace(&state, &caller, &namespace)?;
     if q.limit.is_some_and(|l| l > crate::registry::MAX_LIST_LIMIT) {
         return Err(ApiError::bad_request(format!(
             "The value of 'limit' must be at most {}.",
@@ -41,7 +44,7 @@ pub async fn list(
         since: q.since,
         upto: q.upto,
     };
-    let docs = super::query::flag(q.docs.as_deref(), false);
+    let docs = super::query::flag("docs", q.docs.as_deref(), false)?;
     let registry = state.registry.clone();
     let records =
         tokio::task::spawn_blocking(move || registry.list_activations(&namespace, &filter))
@@ -73,8 +76,13 @@ impl From<crate::recorder::Backlogged> for ApiError {
     }
 }
 
-async fn fetch(state: &AppState, namespace: &str, id: &str) -> Result<ActivationRecord, ApiError> {
-    let namespace = resolve_namespace(state, namespace)?;
+async fn fetch(
+    state: &AppState,
+    caller: &Caller,
+    namespace: &str,
+    id: &str,
+) -> Result<ActivationRecord, ApiError> {
+    let namespace = resolve_namespace(state, caller, namespace)?;
     if let Some(record) = state.recorder.pending(&namespace, id) {
         return Ok(record);
     }
@@ -91,16 +99,18 @@ async fn fetch(state: &AppState, namespace: &str, id: &str) -> Result<Activation
 
 pub async fn get(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((namespace, id)): Path<(String, String)>,
 ) -> Result<Json<ActivationRecord>, ApiError> {
-    Ok(Json(fetch(&state, &namespace, &id).await?))
+    Ok(Json(fetch(&state, &caller, &namespace, &id).await?))
 }
 
 pub async fn result(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((namespace, id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let record = fetch(&state, &namespace, &id).await?;
+    let record = fetch(&state, &caller, &namespace, &id).await?;
     Ok(Json(
         serde_json::to_value(record.response).unwrap_or(Value::Null),
     ))
@@ -108,8 +118,9 @@ pub async fn result(
 
 pub async fn logs(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((namespace, id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let record = fetch(&state, &namespace, &id).await?;
+    let record = fetch(&state, &caller, &namespace, &id).await?;
     Ok(Json(json!({"logs": record.logs})))
 }

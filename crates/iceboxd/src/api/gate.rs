@@ -47,7 +47,7 @@ impl BodyLimits {
 /// Refuses a request without a valid key before its body is read, so an unauthenticated
 /// client cannot make the daemon hold its payload. The body is drained (discarded, up to a
 /// bound) and the connection closed, so the client reads the 401.
-pub async fn require_key(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn require_key(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     if PUBLIC_PATHS.contains(&req.uri().path()) {
         return next.run(req).await;
     }
@@ -55,8 +55,12 @@ pub async fn require_key(State(state): State<AppState>, req: Request, next: Next
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    match crate::auth::check_basic(header, &state.key) {
-        Ok(()) => next.run(req).await,
+    match state.tenants.authenticate(header) {
+        Ok(caller) => {
+            // Handlers scope everything they read or change to this caller.
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
         Err(e) => {
             drain(req.into_body()).await;
             close_after(ApiError::unauthorized(e.to_string()).into_response())

@@ -9,21 +9,23 @@ mod gate;
 mod node;
 mod query;
 mod snapshots;
+mod tenants;
 
 pub use error::ApiError;
 pub use gate::BodyLimits;
 
 use crate::state::AppState;
+use crate::tenants::Caller;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::get;
 use axum::Router;
 
 pub fn router(state: AppState) -> Router {
-    // Listings answer with and without a trailing slash, as OpenWhisk does.
+    // A trailing slash is trimmed before routing (`trim_trailing_slash`), so every path
+    // answers with and without one, as OpenWhisk does.
     let openwhisk = Router::new()
         .route("/namespaces/{namespace}/actions", get(actions::list))
-        .route("/namespaces/{namespace}/actions/", get(actions::list))
         .route(
             "/namespaces/{namespace}/actions/{name}",
             get(actions::get)
@@ -33,10 +35,6 @@ pub fn router(state: AppState) -> Router {
         )
         .route(
             "/namespaces/{namespace}/activations",
-            get(activations::list),
-        )
-        .route(
-            "/namespaces/{namespace}/activations/",
             get(activations::list),
         )
         .route(
@@ -54,7 +52,6 @@ pub fn router(state: AppState) -> Router {
     let node_api = Router::new()
         .route("/health", get(node::health))
         .route("/instances", get(node::instances))
-        .route("/instances/", get(node::instances))
         .route("/instances/{id}", get(node::instance).delete(node::evict))
         .route("/instances/{id}/stats", get(node::instance_stats))
         .route(
@@ -63,6 +60,16 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/memory", get(node::memory))
         .route("/events", get(node::events))
+        .route("/namespaces", get(tenants::list))
+        .route(
+            "/namespaces/{namespace}",
+            axum::routing::put(tenants::put).delete(tenants::delete),
+        )
+        .route(
+            "/namespaces/{namespace}/keys",
+            axum::routing::post(tenants::create_key),
+        )
+        .route("/keys/{uuid}", axum::routing::delete(tenants::revoke_key))
         .route("/snapshots", get(snapshots::list))
         .route(
             "/snapshots/{namespace}/{name}",
@@ -90,14 +97,49 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// `_` is the caller's namespace; any other name must be it.
-pub fn resolve_namespace(state: &AppState, requested: &str) -> Result<String, ApiError> {
-    if requested == "_" || requested == state.key.namespace {
-        Ok(state.key.namespace.clone())
-    } else {
-        Err(ApiError::not_found(format!(
-            "The namespace '{requested}' does not exist (this key owns '{}'; use '_' for it).",
-            state.key.namespace
-        )))
+/// Routing happens after layers see the request, so the slash goes before the router does:
+/// `actions/hello/` is `actions/hello`.
+pub fn trim_trailing_slash<B>(req: &mut axum::http::Request<B>) {
+    let uri = req.uri();
+    let path = uri.path();
+    if path.len() <= 1 || !path.ends_with('/') {
+        return;
     }
+    let trimmed = path.trim_end_matches('/');
+    let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
+    let rebuilt = match uri.query() {
+        Some(q) => format!("{trimmed}?{q}"),
+        None => trimmed.to_string(),
+    };
+    let mut parts = uri.clone().into_parts();
+    if let Ok(pq) = rebuilt.parse() {
+        parts.path_and_query = Some(pq);
+        if let Ok(uri) = axum::http::Uri::from_parts(parts) {
+            *req.uri_mut() = uri;
+        }
+    }
+}
+
+/// The namespace part of an action's `namespace/name`.
+pub fn namespace_of(fqn: &str) -> &str {
+    fqn.split_once('/').map_or(fqn, |(ns, _)| ns)
+}
+
+/// `_` is the caller's namespace; another name must be the caller's own, or any existing one
+/// for the admin key. A namespace the caller may not see answers as if it did not exist.
+pub fn resolve_namespace(
+    state: &AppState,
+    caller: &Caller,
+    requested: &str,
+) -> Result<String, ApiError> {
+    if requested == "_" || requested == caller.namespace {
+        return Ok(caller.namespace.clone());
+    }
+    if caller.admin && state.tenants.exists(requested) {
+        return Ok(requested.to_string());
+    }
+    Err(ApiError::not_found(format!(
+        "The namespace '{requested}' does not exist (this key owns '{}'; use '_' for it).",
+        caller.namespace
+    )))
 }

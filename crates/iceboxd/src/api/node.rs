@@ -3,10 +3,12 @@
 use super::ApiError;
 use crate::pool::ControlError;
 use crate::state::AppState;
+use crate::tenants::Caller;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
+use axum::Extension;
 use axum::Json;
 use futures::stream::{self, Stream, StreamExt};
 use icebox_core::api::{Health, InstanceView, IsolationView, MemoryView};
@@ -48,8 +50,29 @@ pub async fn health(State(state): State<AppState>) -> Json<Health> {
     })
 }
 
-pub async fn instances(State(state): State<AppState>) -> Json<Vec<InstanceView>> {
-    Json(state.pool.instance_views())
+/// A tenant sees its own instances; the admin key sees every one (stem cells included).
+pub async fn instances(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Json<Vec<InstanceView>> {
+    let mut views = state.pool.instance_views();
+    if !caller.admin {
+        views.retain(|v| v.action.contains('/') && caller.sees(super::namespace_of(&v.action)));
+    }
+    Json(views)
+}
+
+/// An instance the caller may not see answers as if it did not exist.
+fn check_owner(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    if caller.admin {
+        return Ok(());
+    }
+    match state.pool.instance(id) {
+        Some(i) if caller.sees(&i.action.namespace) => Ok(()),
+        _ => Err(ApiError::not_found(format!(
+            "There is no instance '{id}' (it may have been evicted)."
+        ))),
+    }
 }
 
 #[derive(Deserialize)]
@@ -59,12 +82,14 @@ pub struct InstanceQuery {
 
 pub async fn instance(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     Query(q): Query<InstanceQuery>,
 ) -> Result<Json<InstanceView>, ApiError> {
+    check_owner(&state, &caller, &id)?;
     state
         .pool
-        .instance_view(&id, super::query::flag(q.fresh.as_deref(), false))
+        .instance_view(&id, super::query::flag("fresh", q.fresh.as_deref(), false)?)
         .await
         .map(Json)
         .ok_or_else(|| {
@@ -77,8 +102,10 @@ pub async fn instance(
 /// Evict an idle or frozen instance now; a busy one is refused (409): its activation would die.
 pub async fn evict(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    check_owner(&state, &caller, &id)?;
     if state.pool.evict_idle(&id).await {
         return Ok(Json(serde_json::json!({"instance": id, "evicted": true})));
     }
@@ -100,10 +127,12 @@ pub struct StatsQuery {
 /// The runtime's heap statistics (its /icebox/stats), optionally after a full collection.
 pub async fn instance_stats(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     Query(q): Query<StatsQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let gc = super::query::flag(q.gc.as_deref(), false);
+    check_owner(&state, &caller, &id)?;
+    let gc = super::query::flag("gc", q.gc.as_deref(), false)?;
     let path = if gc {
         "/icebox/stats?gc=1"
     } else {
@@ -133,9 +162,11 @@ pub struct ReclaimQuery {
 /// Reclaim one idle instance's frozen garbage now (Desiccant), whatever the policy thinks.
 pub async fn reclaim(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     Query(q): Query<ReclaimQuery>,
 ) -> Result<Json<icebox_core::api::ReclaimReport>, ApiError> {
+    check_owner(&state, &caller, &id)?;
     state
         .pool
         .reclaim(&id, q.variant)
@@ -179,9 +210,11 @@ pub struct EventsQuery {
 
 pub async fn events(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let follow = super::query::flag("follow", q.follow.as_deref(), true)?;
     let last_id = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -197,18 +230,28 @@ pub async fn events(
             .json_data(e)
             .expect("events serialize")
     };
-    let replay = stream::iter(past.iter().map(to_event).map(Ok).collect::<Vec<_>>());
-    let live = BroadcastStream::new(rx).filter_map(move |item| async move {
-        match item {
-            Ok(e) if e.seq > last_replayed => Some(Ok(to_event(&e))),
+    // A tenant's stream carries its own instances' events only.
+    let visible = move |e: &icebox_core::LifecycleEvent| {
+        caller.admin || (e.action.contains('/') && caller.sees(super::namespace_of(&e.action)))
+    };
+    let replay = stream::iter(
+        past.iter()
+            .filter(|e| visible(e))
+            .map(to_event)
+            .map(Ok)
+            .collect::<Vec<_>>(),
+    );
+    let live = BroadcastStream::new(rx).filter_map(move |item| {
+        let out = match item {
+            Ok(e) if e.seq > last_replayed && visible(&e) => Some(Ok(to_event(&e))),
             Ok(_) => None,
             // A slow reader skipped events: say so, it can re-read from its cursor.
             Err(BroadcastStreamRecvError::Lagged(n)) => {
                 Some(Ok(Event::default().event("lagged").data(n.to_string())))
             }
-        }
+        };
+        async move { out }
     });
-    let follow = super::query::flag(q.follow.as_deref(), true);
     let stream = if follow {
         replay.chain(live).boxed()
     } else {

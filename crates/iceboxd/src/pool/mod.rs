@@ -110,6 +110,8 @@ pub enum EvictReason {
     Exited,
     /// An operator asked for it (DELETE /icebox/v1/instances/{id}).
     Requested,
+    /// Its namespace's idle instances were over the namespace's keep-alive memory share.
+    NamespaceShare,
     Shutdown,
 }
 
@@ -121,6 +123,7 @@ impl EvictReason {
             EvictReason::Stale => "stale",
             EvictReason::Exited => "exited",
             EvictReason::Requested => "requested",
+            EvictReason::NamespaceShare => "namespace_share",
             EvictReason::Shutdown => "shutdown",
         }
     }
@@ -318,9 +321,15 @@ impl Pool {
     /// Evict an idle or frozen instance now (an operator's or benchmark's request). Returns
     /// false when there is no such instance or it is busy.
     pub async fn evict_idle(&self, id: &str) -> bool {
+        self.evict_idle_for(id, EvictReason::Requested).await
+    }
+
+    /// Evict an idle or frozen instance now, saying why. False when there is no such
+    /// instance or it is busy.
+    pub async fn evict_idle_for(&self, id: &str, reason: EvictReason) -> bool {
         match self.slots.remove_kept_alive(id) {
             Some(slot) => {
-                self.destroy(slot, EvictReason::Requested).await;
+                self.destroy(slot, reason).await;
                 true
             }
             None => false,

@@ -9,6 +9,7 @@ mod activations;
 mod files;
 mod pool;
 mod schema;
+mod tenants;
 
 pub use activations::{ActivationFilter, ActivationRow};
 pub use files::open_in_state_dir;

@@ -46,6 +46,26 @@ const MIGRATIONS: &[&str] = &[
     -- index entry), so a deep `skip` steps over index entries, not over table rows.
     CREATE INDEX activations_by_namespace ON activations (namespace, start);
     "#,
+    // v2 -> v3
+    r#"
+    -- Tenants: namespaces with their quotas (NULL = no limit) and their keys, kept as a salted
+    -- SHA-256 of the secret part only, so a copy of the registry gives no one a usable key.
+    CREATE TABLE namespaces (
+        name                    TEXT PRIMARY KEY,
+        created                 INTEGER NOT NULL,
+        invocations_per_minute  INTEGER,
+        concurrent_invocations  INTEGER,
+        memory_share            INTEGER
+    ) WITHOUT ROWID;
+    CREATE TABLE api_keys (
+        uuid      TEXT PRIMARY KEY,
+        namespace TEXT    NOT NULL REFERENCES namespaces (name),
+        salt      TEXT    NOT NULL,
+        hash      TEXT    NOT NULL,
+        admin     INTEGER NOT NULL DEFAULT 0,
+        created   INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 pub(super) const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -8,6 +8,7 @@
 mod busy_body;
 mod connections;
 mod metrics;
+mod parse_errors;
 
 pub use connections::ConnectionStats;
 pub use metrics::ConnectionCollector;
@@ -129,7 +130,8 @@ fn spawn_connection<IO>(
     let header_timeout = limits.header_timeout;
     let mut stop = stop.clone();
     let tracked = conn.clone();
-    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        crate::api::trim_trailing_slash(&mut req);
         let busy = tracked.busy();
         let app = app.clone();
         async move {
@@ -150,7 +152,10 @@ fn spawn_connection<IO>(
             .timer(TokioTimer::new())
             .header_read_timeout(header_timeout)
             .keep_alive(true);
-        let served = builder.serve_connection(TokioIo::new(io), service);
+        let served = builder.serve_connection(
+            TokioIo::new(parse_errors::JsonParseErrors::new(io)),
+            service,
+        );
         tokio::pin!(served);
         let mut closing = false;
         // An idle connection closed to make room goes at once, even if it is half-way
