@@ -38,6 +38,7 @@ async function main() {
   seen.aActivationNamespace = aActivation.namespace;
   seen.aSubject = aActivation.subject;
 
+  seen.aNamespaces = await a.namespaces.list();
   seen.aActions = (await a.actions.list()).map((x) => x.name).sort();
   seen.bActions = (await b.actions.list()).map((x) => x.name).sort();
   seen.bActivations = (await b.activations.list({ limit: 50 })).map((x) => x.name);

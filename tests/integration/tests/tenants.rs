@@ -78,6 +78,7 @@ fn two_tenants_through_the_openwhisk_client_see_only_their_own() {
     assert_eq!(seen["bResult"]["tenant"], "B", "{seen}");
     assert_eq!(seen["aActivationNamespace"], "alpha");
     assert_eq!(seen["aSubject"], "alpha");
+    assert_eq!(seen["aNamespaces"], json!(["alpha"]), "{seen}");
     assert_eq!(seen["aActions"], json!(["only-a", "shared-name"]));
     assert_eq!(seen["bActions"], json!(["shared-name"]));
     assert!(

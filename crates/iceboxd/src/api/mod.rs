@@ -25,6 +25,7 @@ pub fn router(state: AppState) -> Router {
     // A trailing slash is trimmed before routing (`trim_trailing_slash`), so every path
     // answers with and without one, as OpenWhisk does.
     let openwhisk = Router::new()
+        .route("/namespaces", get(tenants::openwhisk_list))
         .route("/namespaces/{namespace}/actions", get(actions::list))
         .route(
             "/namespaces/{namespace}/actions/{name}",

@@ -37,6 +37,23 @@ fn not_found(name: &str) -> ApiError {
     ApiError::not_found(format!("The namespace '{name}' does not exist."))
 }
 
+/// OpenWhisk's `GET /api/v1/namespaces` (`wsk namespace list`): the caller's namespace, or
+/// every namespace for the admin key, as names.
+pub async fn openwhisk_list(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Value>, ApiError> {
+    if !caller.admin {
+        return Ok(Json(json!([caller.namespace])));
+    }
+    let registry = state.registry.clone();
+    let rows = tokio::task::spawn_blocking(move || registry.namespaces()).await??;
+    Ok(Json(json!(rows
+        .into_iter()
+        .map(|r| r.name)
+        .collect::<Vec<_>>())))
+}
+
 pub async fn list(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
