@@ -197,15 +197,21 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
+/// An `Authorization` header value for `uuid:key` (tests).
+#[cfg(test)]
+pub(crate) fn basic_header(s: &str) -> String {
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(s)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn basic(s: &str) -> String {
-        format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(s)
-        )
+        basic_header(s)
     }
 
     #[test]

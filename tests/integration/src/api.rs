@@ -40,6 +40,16 @@ impl Daemon {
         .json()
     }
 
+    /// `echo`: a Python action that returns its parameters.
+    pub fn deploy_echo(&self) -> Value {
+        self.deploy(
+            "echo",
+            "python:3",
+            "def main(args):\n    return args\n",
+            json!({}),
+        )
+    }
+
     /// Invoke with raw query and body; the answer as it is.
     pub fn invoke_raw(&self, name: &str, query: &str, body: &[u8]) -> Reply {
         self.request(

@@ -48,12 +48,7 @@ fn assert_json_error(head: &str, body: &str, status: &str) {
 #[test]
 fn item_paths_answer_with_a_trailing_slash() {
     let d = Daemon::start(&[]);
-    d.deploy(
-        "echo",
-        "python:3",
-        "def main(args):\n    return args\n",
-        json!({}),
-    );
+    d.deploy_echo();
     let action = d
         .get(&format!("{}/", action_path("echo")))
         .expect(200)
@@ -106,12 +101,7 @@ fn answers_hyper_gives_before_any_handler_are_json() {
 #[test]
 fn boolean_parameters_take_true_or_false_only() {
     let d = Daemon::start(&[]);
-    d.deploy(
-        "echo",
-        "python:3",
-        "def main(args):\n    return args\n",
-        json!({}),
-    );
+    d.deploy_echo();
     let before = d
         .get_json("/api/v1/namespaces/_/activations")
         .as_array()

@@ -30,15 +30,6 @@ fn closed_by_daemon(stream: &mut TcpStream, wait: Duration) -> bool {
     }
 }
 
-fn deploy_echo(d: &Daemon) {
-    d.deploy(
-        "echo",
-        "python:3",
-        "def main(args):\n    return args\n",
-        json!({}),
-    );
-}
-
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("daemon status");
     status
@@ -95,7 +86,7 @@ fn a_flood_of_idle_connections_does_not_stop_the_service() {
     // Open files limited to what a sandbox gets (4096): before the cap, 5000 idle
     // connections took every fd and health stopped answering.
     let d = Daemon::start_with_nofile(4096, &[]);
-    deploy_echo(&d);
+    d.deploy_echo();
     let mut flood = Vec::new();
     for _ in 0..5000 {
         match TcpStream::connect(("127.0.0.1", d.port())) {
@@ -181,7 +172,7 @@ fn unauthenticated_bodies_are_refused_before_they_are_read_into_memory() {
 #[test]
 fn shutdown_finishes_whatever_clients_hold_open() {
     let d = Daemon::start(&[]);
-    deploy_echo(&d);
+    d.deploy_echo();
     d.invoke("echo", json!({})).expect_success();
     let auth = icebox_integration::basic(AUTH);
     // a follow stream of events
@@ -214,7 +205,7 @@ fn shutdown_finishes_whatever_clients_hold_open() {
 #[test]
 fn routes_and_errors_follow_openwhisk() {
     let d = Daemon::start(&[]);
-    deploy_echo(&d);
+    d.deploy_echo();
     let listed = d.get("/api/v1/namespaces/_/actions/").expect(200).json();
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     d.get("/api/v1/namespaces/_/activations/").expect(200);

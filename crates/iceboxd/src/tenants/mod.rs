@@ -283,14 +283,7 @@ impl Tenants {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use base64::Engine;
-
-    fn basic(s: &str) -> String {
-        format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(s)
-        )
-    }
+    use crate::auth::basic_header as basic;
 
     #[test]
     fn keys_are_checked_against_their_salted_hash_and_name_their_namespace() {
