@@ -327,6 +327,53 @@ fn garbage_in_a_page_image_is_detected_before_an_eager_restore() {
 }
 
 #[test]
+fn garbage_in_a_lazily_served_page_never_reaches_the_action_and_the_snapshot_goes() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    deploy_snapshotted(&d, "mem", "python:3", PY_MEMORY, &[]);
+    let built = wait_ready(&d, "mem");
+    let largest = snapshot_files(d.state(), ".img")
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("pages-")
+        })
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .expect("the snapshot has page images");
+    // Most likely a page of the action's data, which the pager serves only when the
+    // activation touches it (after the restore); the restore itself may meet it too.
+    scribble(&largest);
+    evict_all(&d, "mem");
+    let a = d.invoke("mem", json!({}));
+    if a.succeeded() {
+        assert_eq!(
+            a.result()["intact"],
+            true,
+            "damaged memory was installed: {a:?}"
+        );
+        assert_eq!(restore_mode(&a), None, "{a:?}");
+    }
+    let failed = restore_failed(&d);
+    assert!(
+        failed["detail"].as_str().unwrap().contains("checksum"),
+        "{failed}"
+    );
+    eprintln!("the activation that met the damage: {a:?}");
+    // The damaged snapshot is gone: the next cold start is a normal one, and takes a new one.
+    let normal = cold(&d, "mem");
+    assert_eq!(restore_mode(&normal), None, "{normal:?}");
+    assert_eq!(normal.result()["intact"], true, "{normal:?}");
+    let rebuilt = wait_for("a new snapshot", Duration::from_secs(60), || {
+        snapshot_of(&d, "mem")
+            .filter(|s| s["state"] == "ready" && s["created_ms"] != built["created_ms"])
+    });
+    assert!(rebuilt["snapshot"]["memory_bytes"].as_u64().unwrap() > 0);
+    let again = cold(&d, "mem");
+    assert_eq!(again.result()["intact"], true, "{again:?}");
+}
+
+#[test]
 fn snapshot_files_are_readable_by_the_daemon_user_only() {
     use std::os::unix::fs::MetadataExt;
     let d = Daemon::start(&["--prewarm", "none"]);
