@@ -1,7 +1,10 @@
 //! The loading set on disk: `loadset.img` holds the pages of every region back to back, in
 //! load order (group, then address), so the loader reads it sequentially; `loadset.idx` says
-//! which task and address each region belongs to and where its pages are in the file.
+//! which task and address each region belongs to and where its pages are in the file, with
+//! the CRC-32 of every 64 KiB of loadset.img and of the index itself (a damaged loading set
+//! is refused before a page of it is installed).
 
+use crate::checksum::{self, FileSums, CHUNK};
 use crate::image::TaskMemory;
 use crate::loadset::{self, LoadingSet, MERGE_GAP_PAGES};
 use crate::PAGE_SIZE;
@@ -14,7 +17,8 @@ use std::path::Path;
 
 pub const DATA_FILE: &str = "loadset.img";
 pub const INDEX_FILE: &str = "loadset.idx";
-const INDEX_MAGIC: &[u8; 8] = b"ICBXLS01";
+/// Followed by the CRC-32 of the rest of the index (4 bytes, little-endian), then the index.
+const INDEX_MAGIC: &[u8; 8] = b"ICBXLS02";
 
 /// A page touched during the recorded invocation: task (its pid in the dump) and image
 /// address.
@@ -52,11 +56,22 @@ pub struct Index {
     /// Size of loadset.img, to refuse a truncated one.
     #[prost(uint64, tag = "5")]
     pub data_bytes: u64,
+    /// CRC-32 of each 64 KiB chunk of loadset.img.
+    #[prost(uint32, repeated, tag = "6")]
+    pub chunk_crc32: Vec<u32>,
 }
 
 impl Index {
     pub fn pages(&self) -> u64 {
         self.regions.iter().map(|r| r.pages).sum()
+    }
+
+    /// The sums of loadset.img.
+    pub fn data_sums(&self) -> FileSums {
+        FileSums {
+            bytes: self.data_bytes,
+            crc32: self.chunk_crc32.clone(),
+        }
     }
 }
 
@@ -111,14 +126,18 @@ pub fn write(
         .map(|t| File::open(t.pages_path(images)))
         .collect::<io::Result<_>>()?;
     let tmp_data = dir.join(format!("{DATA_FILE}.tmp"));
-    let mut out = io::BufWriter::with_capacity(1 << 20, File::create(&tmp_data)?);
+    let mut out = io::BufWriter::with_capacity(1 << 20, crate::private::create_file(&tmp_data)?);
     let mut index = Index {
         regions: Vec::with_capacity(set.regions.len()),
         working_set_pages: set.working_set_pages,
         zero_pages: set.zero_pages,
         groups: set.groups,
         data_bytes: 0,
+        chunk_crc32: Vec::new(),
     };
+    // Pages are whole parts of a chunk: the chunk's sum is complete every CHUNK bytes.
+    let mut chunk = crc32fast::Hasher::new();
+    let mut in_chunk = 0u64;
     let mut page = vec![0u8; PAGE_SIZE as usize];
     for region in &set.regions {
         let (t, vaddr) = unkey(region.start);
@@ -133,6 +152,14 @@ pub fn write(
             })?;
             sources[t].read_exact_at(&mut page, stored.offset)?;
             out.write_all(&page)?;
+            chunk.update(&page);
+            in_chunk += PAGE_SIZE;
+            if in_chunk == CHUNK {
+                index
+                    .chunk_crc32
+                    .push(std::mem::take(&mut chunk).finalize());
+                in_chunk = 0;
+            }
         }
         index.regions.push(IndexRegion {
             pid: task.pid,
@@ -143,26 +170,46 @@ pub fn write(
         });
         index.data_bytes += region.pages * PAGE_SIZE;
     }
+    if in_chunk > 0 {
+        index.chunk_crc32.push(chunk.finalize());
+    }
     out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
 
     let tmp_index = dir.join(format!("{INDEX_FILE}.tmp"));
+    let body = index.encode_to_vec();
     let mut bytes = INDEX_MAGIC.to_vec();
-    bytes.extend(index.encode_to_vec());
-    std::fs::write(&tmp_index, &bytes)?;
+    bytes.extend(crc32fast::hash(&body).to_le_bytes());
+    bytes.extend(body);
+    crate::private::write_file(&tmp_index, &bytes)?;
     // The index last: an index names a data file that is complete.
     std::fs::rename(&tmp_data, dir.join(DATA_FILE))?;
     std::fs::rename(&tmp_index, dir.join(INDEX_FILE))?;
     Ok(index)
 }
 
-/// Reads the index of the loading set in `dir`, checked against its data file.
+/// Reads the index of the loading set in `dir`, checked against its own checksum and its data
+/// file's size (the data itself is checked by whoever installs it: [`verify_data`]).
 pub fn read(dir: &Path) -> io::Result<Index> {
     let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
     let bytes = std::fs::read(dir.join(INDEX_FILE))?;
-    let body = bytes
+    let rest = bytes
         .strip_prefix(INDEX_MAGIC.as_slice())
-        .ok_or_else(|| bad(format!("{INDEX_FILE}: bad magic")))?;
+        .filter(|r| r.len() >= 4)
+        .ok_or_else(|| bad(format!("{INDEX_FILE}: bad magic (an older format?)")))?;
+    let (crc, body) = rest.split_at(4);
+    if crc32fast::hash(body).to_le_bytes() != crc {
+        return Err(bad(format!(
+            "{INDEX_FILE} fails its checksum (the file is damaged)"
+        )));
+    }
     let index = Index::decode(body).map_err(|e| bad(format!("{INDEX_FILE}: {e}")))?;
+    if !index.data_sums().consistent() {
+        return Err(bad(format!(
+            "{INDEX_FILE}: {} checksums for {} bytes of {DATA_FILE}",
+            index.chunk_crc32.len(),
+            index.data_bytes
+        )));
+    }
     let len = std::fs::metadata(dir.join(DATA_FILE))?.len();
     if len != index.data_bytes {
         return Err(bad(format!(
@@ -181,6 +228,11 @@ pub fn read(dir: &Path) -> io::Result<Index> {
         end += r.pages * PAGE_SIZE;
     }
     Ok(index)
+}
+
+/// Checks all of loadset.img against the index's sums.
+pub fn verify_data(dir: &Path, index: &Index) -> io::Result<()> {
+    checksum::verify_file(&dir.join(DATA_FILE), DATA_FILE, &index.data_sums())
 }
 
 /// Removes a loading set (before a new recording, or when the snapshot is rebuilt).

@@ -2,10 +2,11 @@
 //! They need root and the CRIU build (scripts/criu/build.sh, run by scripts/setup.sh) and
 //! fail without them.
 
+use icebox_snap::checksum;
 use icebox_snap::compact::compact_zero_pages;
 use icebox_snap::criu::{Criu, DumpOptions, RestoreOptions};
 use icebox_snap::image::{load_all, read_pstree};
-use icebox_snap::loadset_file;
+use icebox_snap::loadset_file::{self, TouchedPage};
 use icebox_snap::pager::{Pager, PagerConfig, PagerMode, PagerStats};
 use std::io::{Read, Write};
 use std::os::linux::net::SocketAddrExt;
@@ -133,6 +134,7 @@ async fn restore(
             loadset_dir: Some(images.to_path_buf()),
             fault_pages: 1,
             on_fatal: None,
+            checksums: None,
         })
         .unwrap()
     });
@@ -315,10 +317,134 @@ fn a_truncated_dump_is_refused() {
         loadset_dir: None,
         fault_pages: 1,
         on_fatal: None,
+        checksums: None,
     });
     assert!(started.is_err());
     let mm = images.join(format!("mm-{}.img", task.pid));
     let data = std::fs::read(&mm).unwrap();
     std::fs::write(&mm, &data[..data.len() / 2]).unwrap();
     assert!(load_all(&images).is_err());
+}
+
+/// Overwrites 4 KiB of `path` at `at` with garbage, its size unchanged.
+fn scribble(path: &Path, at: u64) {
+    use std::os::unix::fs::FileExt;
+    let garbage: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 13) as u8).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .write_all_at(&garbage, at)
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_pages_are_never_installed() {
+    let criu = criu();
+    let scratch = tempfile::tempdir().unwrap();
+    let images = scratch.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    let mut tool = spawn(scratch.path());
+    let name = tool.name.clone();
+    criu.dump(&DumpOptions {
+        pid: tool.child.id(),
+        images: &images,
+        externals: &[],
+        tcp_established: false,
+        empty_net_ns: false,
+    })
+    .await
+    .unwrap();
+    tool.child.wait().unwrap();
+    compact_zero_pages(&images).unwrap();
+    let tasks = load_all(&images).unwrap();
+    let task = &tasks[0];
+    // A loading set of the task's lazy pages, as a recording would make.
+    let touched: Vec<TouchedPage> = task
+        .stored()
+        .filter(|s| s.lazy)
+        .flat_map(|s| (0..s.pages).map(move |i| s.vaddr + i * 4096))
+        .map(|vaddr| TouchedPage {
+            pid: task.pid,
+            vaddr,
+        })
+        .collect();
+    assert!(touched.len() > 1000, "{}", touched.len());
+    let index = loadset_file::write(&images, &images, &tasks, &touched).unwrap();
+    let sums = checksum::of_dir(&images).unwrap();
+    let config = |mode, work: &Path| PagerConfig {
+        images: images.clone(),
+        work_dir: work.to_path_buf(),
+        mode,
+        loadset_dir: Some(images.clone()),
+        fault_pages: 1,
+        on_fatal: None,
+        checksums: Some(sums.clone()),
+    };
+
+    // Intact, the checks pass and the pager starts.
+    let work = tempfile::tempdir().unwrap();
+    Pager::start(config(PagerMode::Faasnap, work.path())).unwrap();
+
+    // Garbage in the middle of the loading set: refused before the restore begins.
+    let data = images.join(loadset_file::DATA_FILE);
+    scribble(&data, (index.data_bytes / 2) & !4095);
+    let work = tempfile::tempdir().unwrap();
+    let err = Pager::start(config(PagerMode::Faasnap, work.path()))
+        .err()
+        .expect("a damaged loading set is refused")
+        .to_string();
+    assert!(
+        err.contains("loadset.img") && err.contains("checksum"),
+        "{err}"
+    );
+
+    // Garbage in a lazy page of the pages image: the pager fails at the first fault there
+    // instead of installing it.
+    let lazy = task
+        .stored()
+        .filter(|s| s.lazy)
+        .max_by_key(|s| s.pages)
+        .unwrap();
+    let pages = task.pages_path(&images);
+    scribble(&pages, lazy.offset + (lazy.pages / 2) * 4096);
+    let work = tempfile::tempdir().unwrap();
+    let pager = Pager::start(config(PagerMode::OnDemand, work.path())).unwrap();
+    let pid = criu
+        .restore(
+            &RestoreOptions {
+                images: &images,
+                work_dir: work.path(),
+                root: None,
+                externals: &[],
+                inherit_pipes: &[],
+                lazy_pages: true,
+                tcp_close: false,
+                empty_net_ns: false,
+                verbosity: 4,
+                timeout: Some(Duration::from_secs(60)),
+            },
+            |_| {},
+        )
+        .await
+        .unwrap();
+    let restored = Restored {
+        pid,
+        pager: Some(pager),
+        lazy_daemon: None,
+        _work: work,
+    };
+    // The check reads all of the task's memory; its answer never comes.
+    std::thread::spawn(move || {
+        let _ = std::panic::catch_unwind(|| ask(&name, "check"));
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stats(&restored).error.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let error = stats(&restored).error.unwrap_or_default();
+    assert!(
+        error.contains(&format!("pages-{}.img", task.pages_id)) && error.contains("checksum"),
+        "{error}"
+    );
 }

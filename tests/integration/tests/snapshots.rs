@@ -1,8 +1,9 @@
 //! Process snapshots (docs/snapshots.md) against the real daemon, CRIU and runtimes: an action
 //! with `icebox.snapshot` is snapshotted in the background, its next cold starts are restores
 //! (the first recorded, the next prefetched with the loading set), restored siblings do not
-//! share random state, and a damaged or foreign snapshot falls back to a normal start and
-//! says so.
+//! share random state, and a damaged or foreign snapshot falls back to a normal start, says
+//! so and is rebuilt. Snapshot files are the daemon user's alone, and a snapshot that keeps
+//! failing is rebuilt when asked.
 
 use icebox_integration::{wait_for, Activation, Auth, Daemon, StateDir, AUTH};
 use serde_json::{json, Value};
@@ -23,6 +24,18 @@ def main(args):
 const NODE_RANDOM: &str = r#"
 const COUNT = Array.from({ length: 1000 }, (_, i) => i).reduce((a, b) => a + b, 0);
 function main() { return { count: COUNT, random: Math.random() }; }
+"#;
+
+/// 24 MiB of pseudo-random bytes made by init, and their hash: every activation says whether
+/// its memory is still what init made.
+const PY_MEMORY: &str = r#"
+import hashlib
+import random
+DATA = bytearray(random.Random(7).randbytes(24 << 20))
+DIGEST = hashlib.sha256(DATA).hexdigest()
+
+def main(args):
+    return {"intact": hashlib.sha256(DATA).hexdigest() == DIGEST}
 "#;
 
 fn deploy_snapshotted(d: &Daemon, name: &str, kind: &str, code: &str, extra: &[(&str, Value)]) {
@@ -209,11 +222,7 @@ fn a_damaged_snapshot_falls_back_to_a_normal_start_and_says_so() {
     let a = cold(&d, "rnd");
     assert_eq!(restore_mode(&a), None, "started normally: {a:?}");
     assert_eq!(a.result()["count"], 499_500);
-    let failed = d
-        .events()
-        .into_iter()
-        .find(|e| e["kind"] == "restore_failed")
-        .expect("a restore_failed event");
+    let failed = restore_failed(&d);
     assert!(
         failed["detail"]
             .as_str()
@@ -221,19 +230,195 @@ fn a_damaged_snapshot_falls_back_to_a_normal_start_and_says_so() {
             .contains("starting normally"),
         "{failed}"
     );
-    let snap = snapshot_of(&d, "rnd").unwrap();
-    assert_eq!(
-        (snap["state"].as_str(), snap["fallbacks"].as_u64()),
-        (Some("failed"), Some(1))
-    );
+    // A first failure is rebuilt at once; the count of fallbacks stays.
+    let snap = wait_ready(&d, "rnd");
+    assert_eq!(snap["fallbacks"].as_u64(), Some(1), "{snap}");
     assert!(d.log_text().contains("restore from the snapshot failed"));
 }
 
+fn restore_failed(d: &Daemon) -> Value {
+    d.events()
+        .into_iter()
+        .find(|e| e["kind"] == "restore_failed")
+        .expect("a restore_failed event")
+}
+
+/// Overwrites 4 KiB in the middle of a file with garbage, its size unchanged.
+fn scribble(path: &Path) {
+    use std::os::unix::fs::FileExt;
+    let len = std::fs::metadata(path).unwrap().len();
+    assert!(len >= 8192, "{} is too small to damage", path.display());
+    let at = (len / 2) & !4095;
+    let garbage: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 13) as u8).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .write_all_at(&garbage, at)
+        .unwrap();
+}
+
 #[test]
-fn a_snapshot_of_another_runtime_build_is_never_restored() {
+fn garbage_in_the_loading_set_is_detected_and_the_snapshot_rebuilt() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    deploy_snapshotted(&d, "mem", "python:3", PY_MEMORY, &[]);
+    wait_ready(&d, "mem");
+    let recorded = cold(&d, "mem");
+    assert_eq!(restore_mode(&recorded), Some("record"), "{recorded:?}");
+    assert_eq!(recorded.result()["intact"], true);
+    wait_for("the loading set", Duration::from_secs(30), || {
+        snapshot_of(&d, "mem").filter(|s| s.get("loading_set").is_some())
+    });
+    let loadsets = snapshot_files(d.state(), "loadset.img");
+    assert_eq!(loadsets.len(), 1, "{loadsets:?}");
+    scribble(&loadsets[0]);
+
+    let a = cold(&d, "mem");
+    assert_eq!(
+        restore_mode(&a),
+        None,
+        "a damaged snapshot is not restored: {a:?}"
+    );
+    assert_eq!(a.result()["intact"], true, "{a:?}");
+    let failed = restore_failed(&d);
+    let detail = failed["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("loadset.img") && detail.contains("checksum"),
+        "{failed}"
+    );
+    // Rebuilt, and restored again.
+    let snap = wait_ready(&d, "mem");
+    assert_eq!(snap["fallbacks"].as_u64(), Some(1), "{snap}");
+    let again = cold(&d, "mem");
+    assert_eq!(restore_mode(&again), Some("record"), "{again:?}");
+    assert_eq!(again.result()["intact"], true);
+}
+
+#[test]
+fn garbage_in_a_page_image_is_detected_before_an_eager_restore() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    deploy_snapshotted(
+        &d,
+        "mem",
+        "python:3",
+        PY_MEMORY,
+        &[("icebox.snapshot_restore", json!("eager"))],
+    );
+    wait_ready(&d, "mem");
+    let largest = snapshot_files(d.state(), ".img")
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("pages-")
+        })
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .expect("the snapshot has page images");
+    scribble(&largest);
+    let a = cold(&d, "mem");
+    assert_eq!(restore_mode(&a), None, "{a:?}");
+    assert_eq!(a.result()["intact"], true, "{a:?}");
+    let failed = restore_failed(&d);
+    assert!(
+        failed["detail"].as_str().unwrap().contains("checksum"),
+        "{failed}"
+    );
+}
+
+#[test]
+fn garbage_in_a_lazily_served_page_never_reaches_the_action_and_the_snapshot_goes() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    deploy_snapshotted(&d, "mem", "python:3", PY_MEMORY, &[]);
+    let built = wait_ready(&d, "mem");
+    let largest = snapshot_files(d.state(), ".img")
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("pages-")
+        })
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .expect("the snapshot has page images");
+    // Most likely a page of the action's data, which the pager serves only when the
+    // activation touches it (after the restore); the restore itself may meet it too.
+    scribble(&largest);
+    evict_all(&d, "mem");
+    let a = d.invoke("mem", json!({}));
+    if a.succeeded() {
+        assert_eq!(
+            a.result()["intact"],
+            true,
+            "damaged memory was installed: {a:?}"
+        );
+        assert_eq!(restore_mode(&a), None, "{a:?}");
+    }
+    let failed = restore_failed(&d);
+    assert!(
+        failed["detail"].as_str().unwrap().contains("checksum"),
+        "{failed}"
+    );
+    eprintln!("the activation that met the damage: {a:?}");
+    // The damaged snapshot is gone: the next cold start is a normal one, and takes a new one.
+    let normal = cold(&d, "mem");
+    assert_eq!(restore_mode(&normal), None, "{normal:?}");
+    assert_eq!(normal.result()["intact"], true, "{normal:?}");
+    let rebuilt = wait_for("a new snapshot", Duration::from_secs(60), || {
+        snapshot_of(&d, "mem")
+            .filter(|s| s["state"] == "ready" && s["created_ms"] != built["created_ms"])
+    });
+    assert!(rebuilt["snapshot"]["memory_bytes"].as_u64().unwrap() > 0);
+    let again = cold(&d, "mem");
+    assert_eq!(again.result()["intact"], true, "{again:?}");
+}
+
+#[test]
+fn snapshot_files_are_readable_by_the_daemon_user_only() {
+    use std::os::unix::fs::MetadataExt;
     let d = Daemon::start(&["--prewarm", "none"]);
     deploy_snapshotted(&d, "rnd", "python:3", PY_RANDOM, &[]);
     wait_ready(&d, "rnd");
+    cold(&d, "rnd");
+    wait_for("the loading set", Duration::from_secs(30), || {
+        snapshot_of(&d, "rnd").filter(|s| s.get("loading_set").is_some())
+    });
+    // SAFETY: no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let root = d.state().path().join("snapshots");
+    let mut dirs = vec![root.clone()];
+    let mut seen = 0;
+    while let Some(dir) = dirs.pop() {
+        let meta = std::fs::symlink_metadata(&dir).unwrap();
+        assert_eq!(
+            (meta.mode() & 0o777, meta.uid()),
+            (0o700, me),
+            "{}",
+            dir.display()
+        );
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let meta = e.metadata().unwrap();
+            if meta.is_dir() {
+                dirs.push(e.path());
+            } else {
+                seen += 1;
+                assert_eq!(
+                    (meta.mode() & 0o777, meta.uid()),
+                    (0o600, me),
+                    "{}",
+                    e.path().display()
+                );
+            }
+        }
+    }
+    assert!(
+        snapshot_files(d.state(), "loadset.img").len() == 1 && seen > 10,
+        "{seen} files"
+    );
+}
+
+/// Makes the next restore fail (snapshot.json names another runtime build).
+fn foreign_build(d: &Daemon) {
     let metas = snapshot_files(d.state(), "snapshot.json");
     assert_eq!(metas.len(), 1, "{metas:?}");
     let mut meta: Value = serde_json::from_slice(&std::fs::read(&metas[0]).unwrap()).unwrap();
@@ -242,13 +427,45 @@ fn a_snapshot_of_another_runtime_build_is_never_restored() {
         .expect("snapshot.json records the runtime build");
     *fingerprint = json!("another build");
     std::fs::write(&metas[0], serde_json::to_vec(&meta).unwrap()).unwrap();
+}
+
+#[test]
+fn a_snapshot_that_keeps_failing_is_rebuilt_when_asked() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    deploy_snapshotted(&d, "rnd", "python:3", PY_RANDOM, &[]);
+    wait_ready(&d, "rnd");
+    // Two restore failures in a row: the second leaves it failed, backing off.
+    foreign_build(&d);
+    assert_eq!(restore_mode(&cold(&d, "rnd")), None);
+    wait_ready(&d, "rnd");
+    foreign_build(&d);
+    assert_eq!(restore_mode(&cold(&d, "rnd")), None);
+    let snap = snapshot_of(&d, "rnd").unwrap();
+    assert_eq!(
+        (snap["state"].as_str(), snap["fallbacks"].as_u64()),
+        (Some("failed"), Some(2)),
+        "{snap}"
+    );
+
+    let reply = d
+        .request("POST", "/icebox/v1/snapshots/_/rnd", Auth::Key(AUTH), None)
+        .expect(202)
+        .json();
+    assert_eq!(reply[0]["state"], "building", "{reply}");
+    wait_ready(&d, "rnd");
+    let a = cold(&d, "rnd");
+    assert_eq!(restore_mode(&a), Some("record"), "{a:?}");
+}
+
+#[test]
+fn a_snapshot_of_another_runtime_build_is_never_restored() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    deploy_snapshotted(&d, "rnd", "python:3", PY_RANDOM, &[]);
+    wait_ready(&d, "rnd");
+    foreign_build(&d);
     let a = cold(&d, "rnd");
     assert_eq!(restore_mode(&a), None, "{a:?}");
-    let failed = d
-        .events()
-        .into_iter()
-        .find(|e| e["kind"] == "restore_failed")
-        .expect("a restore_failed event");
+    let failed = restore_failed(&d);
     assert!(
         failed["detail"].as_str().unwrap().contains("runtime"),
         "{failed}"

@@ -90,6 +90,9 @@ impl Snapshots for ProcessBackend {
         .map_err(|e| failed(format!("snapshot post-processing panicked: {e}")))??;
         loadset_file::remove(dir);
         meta.write(dir)?;
+        // CRIU wrote its images with the daemon's umask: the action's memory is nobody
+        // else's to read.
+        icebox_snap::private::restrict_tree(dir)?;
         Ok(SnapshotInfo {
             backend: "crun".into(),
             memory_bytes: meta.memory_bytes,
@@ -110,6 +113,14 @@ impl Snapshots for ProcessBackend {
         let started = Instant::now();
         let meta = SnapshotMeta::load_for(dir, &spec, &criu.version)
             .map_err(|why| failed(format!("snapshot {} refused: {why}", dir.display())))?;
+        let meta = {
+            let snapshot = dir.to_path_buf();
+            let pager = uses_pager(mode);
+            tokio::task::spawn_blocking(move || meta.verify(&snapshot, pager).map(|()| meta))
+                .await
+                .map_err(|e| failed(format!("checking the snapshot panicked: {e}")))?
+                .map_err(|e| failed(format!("snapshot {} refused: {e}", dir.display())))?
+        };
         if mode.needs_loading_set() {
             loadset_file::read(dir).map_err(|e| {
                 failed(format!(
@@ -242,7 +253,7 @@ impl ProcessBackend {
         // Whatever serves the memory must listen before criu starts.
         let killer = cgroups.open(&rel);
         let (pager, lazy_daemon) =
-            match serve_memory(criu, dir, &images, &work, mode, &spec.id, killer).await {
+            match serve_memory(criu, dir, meta, &work, mode, &spec.id, killer).await {
                 Ok(served) => served,
                 Err(e) => {
                     let _ = cgroup.remove();
@@ -370,12 +381,13 @@ impl ProcessBackend {
 async fn serve_memory(
     criu: &icebox_snap::criu::Criu,
     dir: &Path,
-    images: &Path,
+    meta: &SnapshotMeta,
     work: &Path,
     mode: RestoreMode,
     id: &str,
     killer: crate::cgroup::Cgroup,
 ) -> Result<(Option<Pager>, Option<tokio::process::Child>), SandboxError> {
+    let images = &dir.join(IMAGES_DIR);
     let pager_mode = match mode {
         RestoreMode::Record => PagerMode::Record,
         RestoreMode::Faasnap => PagerMode::Faasnap,
@@ -400,9 +412,18 @@ async fn serve_memory(
             tracing::error!(instance = %id, "pager failed, killing the instance: {why}");
             let _ = killer.kill_all();
         })),
+        checksums: Some(meta.files.clone()),
     })
     .map_err(|e| failed(format!("cannot serve the snapshot's memory: {e}")))?;
     Ok((Some(pager), None))
+}
+
+/// Whether icebox's pager serves the restore's memory (and so checks the pages files itself).
+fn uses_pager(mode: RestoreMode) -> bool {
+    matches!(
+        mode,
+        RestoreMode::Record | RestoreMode::Faasnap | RestoreMode::Reap
+    )
 }
 
 /// Waits until the instance holds no connection to the proxy's socket (criu cannot dump a

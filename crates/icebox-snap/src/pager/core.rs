@@ -285,6 +285,12 @@ impl Core {
                 pages = 1;
             }
             let len = pages * PAGE_SIZE;
+            // A damaged snapshot must not reach the task: the pager fails instead, which
+            // kills the task (a restore in progress then fails and the start goes cold).
+            if let Err(e) = found.file.verify(found.offset, len) {
+                st.failed = Some(e.to_string());
+                return Outcome::Gone;
+            }
             // SAFETY: `locate` returned a pointer with `found.pages` pages of our mapping.
             let fill = unsafe { uffd::copy(space.fd.as_fd(), addr, found.ptr, len) };
             let (done, errno) = match fill {

@@ -21,10 +21,11 @@ pub use self::stats::PagerStats;
 
 use self::core::{Core, State, TOKEN_LISTEN, TOKEN_STOP};
 use self::source::{Mapped, TaskSource};
+use crate::checksum::FileSums;
 use crate::image;
 use crate::loadset_file::{self, TouchedPage};
 use crate::PAGE_SIZE;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -72,6 +73,9 @@ pub struct PagerConfig {
     /// Called once if the pager fails while tasks may still run: the caller kills them
     /// (a task left without its pager would see zeros where its memory was).
     pub on_fatal: Option<OnFatal>,
+    /// Checksums of the images' files by name (the snapshot's record): with them, no page is
+    /// installed before its chunk checked out. The loading set carries its own.
+    pub checksums: Option<BTreeMap<String, FileSums>>,
 }
 
 pub struct Pager {
@@ -82,11 +86,27 @@ pub struct Pager {
 impl Pager {
     /// Reads the images (and loading set), listens on the socket and starts the handler.
     /// Start `criu restore --lazy-pages -W work_dir` after this returns.
+    /// A damaged loading set, or damaged pages CRIU would install itself, fail it here.
     pub fn start(config: PagerConfig) -> io::Result<Pager> {
+        let checking = Instant::now();
         let memory = image::load_all(&config.images)?;
         let mut sources: Vec<TaskSource> = memory
             .into_iter()
-            .map(|m| TaskSource::open(&config.images, m))
+            .map(|m| {
+                let sums = match &config.checksums {
+                    None => None,
+                    Some(all) => {
+                        let name = format!("pages-{}.img", m.pages_id);
+                        Some(all.get(&name).cloned().ok_or_else(|| {
+                            io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!("{name} has no checksums"),
+                            )
+                        })?)
+                    }
+                };
+                TaskSource::open(&config.images, m, sums)
+            })
             .collect::<io::Result<_>>()?;
         let task_of_pid: HashMap<u32, usize> = sources
             .iter()
@@ -115,9 +135,15 @@ impl Pager {
             }
             sources.iter_mut().for_each(TaskSource::sort_overlay);
             stats.loadset_pages = index.pages();
-            loadset = Some(Mapped::open(&dir.join(loadset_file::DATA_FILE))?);
+            // All of it is installed soon, most of it while the task already runs: checked
+            // now, while a damaged one can still fail the restore into a normal start.
+            let file =
+                Mapped::open(&dir.join(loadset_file::DATA_FILE))?.with_sums(index.data_sums())?;
+            file.verify(0, file.len() as u64)?;
+            loadset = Some(file);
             plan = index.regions;
         }
+        stats.checked_ms = checking.elapsed().as_secs_f64() * 1e3;
         let record = (config.mode == PagerMode::Record).then(Vec::new);
         let fault_pages = match config.mode {
             PagerMode::Record => 1,

@@ -1,19 +1,27 @@
 //! Where a page's data is: the loading set file (read ahead by the loader, so likely in the
 //! page cache) or the task's pages image. Both are mapped read-only into this process and used
 //! directly as the source of UFFDIO_COPY, so a page is copied once, from the page cache into
-//! the task.
+//! the task. A file with checksums has each 64 KiB chunk checked the first time anything of
+//! it is installed.
 
+use crate::checksum::{self, FileSums, CHUNK};
 use crate::image::TaskMemory;
 use crate::PAGE_SIZE;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A read-only private mapping of a whole file.
 pub struct Mapped {
     ptr: *mut u8,
     len: usize,
+    /// The file's name (for errors) and sums, if it has any.
+    name: String,
+    sums: Option<FileSums>,
+    /// Chunks checked already.
+    checked: Vec<AtomicBool>,
 }
 
 // SAFETY: the mapping is read-only and lives until drop; sharing its address is sound.
@@ -24,10 +32,17 @@ impl Mapped {
     pub fn open(path: &Path) -> io::Result<Mapped> {
         let file = File::open(path)?;
         let len = file.metadata()?.len() as usize;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if len == 0 {
             return Ok(Mapped {
                 ptr: std::ptr::null_mut(),
                 len: 0,
+                name,
+                sums: None,
+                checked: Vec::new(),
             });
         }
         // SAFETY: a fresh read-only mapping of a file we opened; checked for failure.
@@ -47,7 +62,53 @@ impl Mapped {
         Ok(Mapped {
             ptr: ptr.cast(),
             len,
+            name,
+            sums: None,
+            checked: Vec::new(),
         })
+    }
+
+    /// From now on every chunk is checked against `sums` before its bytes are used.
+    pub fn with_sums(mut self, sums: FileSums) -> io::Result<Mapped> {
+        if sums.bytes != self.len as u64 || !sums.consistent() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} holds {} bytes, {} were written",
+                    self.name, self.len, sums.bytes
+                ),
+            ));
+        }
+        self.checked = (0..sums.crc32.len())
+            .map(|_| AtomicBool::new(false))
+            .collect();
+        self.sums = Some(sums);
+        Ok(self)
+    }
+
+    /// Checks the chunks that bytes `offset..offset + len` fall in (each chunk once).
+    pub fn verify(&self, offset: u64, len: u64) -> io::Result<()> {
+        let Some(sums) = &self.sums else {
+            return Ok(());
+        };
+        for chunk in checksum::chunks_of(offset, len) {
+            let Some(done) = self.checked.get(chunk) else {
+                return Err(checksum::mismatch(&self.name, chunk, sums.bytes));
+            };
+            if done.load(Ordering::Acquire) {
+                continue;
+            }
+            let start = chunk as u64 * CHUNK;
+            let n = (self.len as u64 - start).min(CHUNK);
+            let ptr = self
+                .at(start, n)
+                .ok_or_else(|| checksum::mismatch(&self.name, chunk, sums.bytes))?;
+            // SAFETY: `at` checked the range lies inside our read-only mapping.
+            let data = unsafe { std::slice::from_raw_parts(ptr, n as usize) };
+            checksum::check_chunk(&self.name, sums, chunk, data)?;
+            done.store(true, Ordering::Release);
+        }
+        Ok(())
     }
 
     pub fn len(&self) -> usize {
@@ -105,15 +166,24 @@ pub struct TaskSource {
 }
 
 /// Where a run of data starts and how many pages follow contiguously there.
-pub struct Located {
+pub struct Located<'a> {
     pub ptr: *const u8,
     pub pages: u64,
     pub from_loadset: bool,
+    /// The file it is in and where, to check it before use.
+    pub file: &'a Mapped,
+    pub offset: u64,
 }
 
 impl TaskSource {
-    pub fn open(images: &Path, memory: TaskMemory) -> io::Result<TaskSource> {
-        let pages = Mapped::open(&memory.pages_path(images))?;
+    /// Maps the task's pages file; with `sums`, its chunks are checked before use, those of
+    /// pages CRIU installs itself (not lazy) right now.
+    pub fn open(
+        images: &Path,
+        memory: TaskMemory,
+        sums: Option<FileSums>,
+    ) -> io::Result<TaskSource> {
+        let mut pages = Mapped::open(&memory.pages_path(images))?;
         if pages.len() as u64 != memory.data_bytes {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -124,6 +194,12 @@ impl TaskSource {
                     memory.data_bytes
                 ),
             ));
+        }
+        if let Some(sums) = sums {
+            pages = pages.with_sums(sums)?;
+            for run in memory.stored().filter(|r| !r.lazy) {
+                pages.verify(run.offset, run.pages * PAGE_SIZE)?;
+            }
         }
         Ok(TaskSource {
             memory,
@@ -141,18 +217,21 @@ impl TaskSource {
     }
 
     /// The data of image page `img` and how many following pages are contiguous with it.
-    pub fn locate(&self, img: u64, loadset: Option<&Mapped>) -> Option<Located> {
+    pub fn locate<'a>(&'a self, img: u64, loadset: Option<&'a Mapped>) -> Option<Located<'a>> {
         if let Some(loadset) = loadset {
             let i = self
                 .overlay
                 .partition_point(|(v, n, _)| v + n * PAGE_SIZE <= img);
             if let Some((v, n, off)) = self.overlay.get(i).filter(|(v, _, _)| *v <= img) {
                 let skip = (img - v) / PAGE_SIZE;
-                if let Some(ptr) = loadset.at(off + skip * PAGE_SIZE, PAGE_SIZE) {
+                let offset = off + skip * PAGE_SIZE;
+                if let Some(ptr) = loadset.at(offset, PAGE_SIZE) {
                     return Some(Located {
                         ptr,
                         pages: n - skip,
                         from_loadset: true,
+                        file: loadset,
+                        offset,
                     });
                 }
             }
@@ -163,6 +242,8 @@ impl TaskSource {
             ptr,
             pages: stored.pages,
             from_loadset: false,
+            file: &self.pages,
+            offset: stored.offset,
         })
     }
 }

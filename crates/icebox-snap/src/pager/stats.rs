@@ -27,6 +27,10 @@ pub struct PagerStats {
     /// Address spaces served (restored tasks and forked children), and gone since.
     pub spaces: u64,
     pub spaces_gone: u64,
+    /// Reading the images' records and checking, before the restore, the loading set and the
+    /// pages CRIU installs itself, in ms.
+    #[serde(default)]
+    pub checked_ms: f64,
     /// From the end of criu's restore to the loader's last page, in ms.
     pub loader_ms: Option<f64>,
     /// Image pages not installed yet (never touched, never prefetched).

@@ -302,6 +302,7 @@ impl Pool {
         let memory = instance.measured_memory();
         self.abandon_recording(&instance);
         instance.sandbox.destroy().await;
+        self.check_restored_memory(&instance);
         self.metrics
             .evictions
             .get_or_create(&ReasonLabel {

@@ -166,9 +166,11 @@ async fn a_corrupt_snapshot_falls_back_to_a_normal_start_and_says_so() {
         }
     }
     assert!(failed.expect("a restore_failed event").contains("missing"));
-    let v = &h.pool.snapshot_views()[0];
-    assert_eq!((v.state.as_str(), v.fallbacks), ("failed", 1));
-    assert!(!image_dir.exists(), "the bad snapshot is discarded");
+    // The bad snapshot is replaced by a new one at once (a first failure is not backed off).
+    eventually("the snapshot is rebuilt", || ready(&h)).await;
+    assert!(image_dir.join(SNAPSHOT_FILE).exists());
+    assert_eq!(h.pool.snapshot_views()[0].fallbacks, 1);
+    assert_eq!(h.backend.counters.snapshots.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]

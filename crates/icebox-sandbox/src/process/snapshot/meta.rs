@@ -1,10 +1,12 @@
 //! `snapshot.json`: what a restore needs besides CRIU's images (the pipes to replace, the
 //! external mounts and their host paths) and what must not have changed since the dump (the
-//! runtime build, the instance's shape, CRIU, the kernel), plus the size of every image file
-//! so a truncated or missing one is refused before criu runs.
+//! runtime build, the instance's shape, CRIU, the kernel), plus the size and the CRC-32 of
+//! every 64 KiB of every image file, so a truncated, missing or damaged one is refused before
+//! its bytes are restored.
 
 use crate::manifest::RuntimeManifest;
 use crate::sandbox::InstanceSpec;
+use icebox_snap::checksum::{self, FileSums};
 use icebox_snap::compact::CompactStats;
 use icebox_snap::fingerprint::{kernel_release, Fingerprint};
 use icebox_snap::mounts::ExternalMount;
@@ -15,7 +17,8 @@ use std::path::Path;
 pub const META_FILE: &str = "snapshot.json";
 /// CRIU's images, inside the snapshot directory.
 pub const IMAGES_DIR: &str = "criu";
-const FORMAT: u32 = 1;
+/// 2: checksums of the image files (snapshots of format 1 are refused, then rebuilt).
+const FORMAT: u32 = 2;
 
 /// A pipe the dumped root task wrote to (its stdout or stderr): the restore gives it a new one.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -42,8 +45,8 @@ pub struct SnapshotMeta {
     /// that loopback was up.
     pub empty_net_ns: bool,
     pub loopback_up: bool,
-    /// Size of every file of the images directory.
-    pub files: BTreeMap<String, u64>,
+    /// Size and chunk checksums of every file of the images directory.
+    pub files: BTreeMap<String, FileSums>,
     pub memory_bytes: u64,
     pub compaction: CompactStats,
     pub dump_ms: u64,
@@ -115,11 +118,11 @@ impl SnapshotMeta {
         compaction: CompactStats,
         dump_ms: u64,
     ) -> std::io::Result<SnapshotMeta> {
-        let files = file_sizes(images)?;
+        let files = checksum::of_dir(images)?;
         let memory_bytes = files
             .iter()
             .filter(|(name, _)| name.starts_with("pages-"))
-            .map(|(_, size)| size)
+            .map(|(_, sums)| sums.bytes)
             .sum();
         Ok(SnapshotMeta {
             format: FORMAT,
@@ -142,7 +145,7 @@ impl SnapshotMeta {
 
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         let tmp = dir.join(format!("{META_FILE}.tmp"));
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)?;
+        icebox_snap::private::write_file(&tmp, &serde_json::to_vec_pretty(self)?)?;
         std::fs::rename(tmp, dir.join(META_FILE))
     }
 
@@ -183,13 +186,14 @@ impl SnapshotMeta {
             );
         }
         let images = dir.join(IMAGES_DIR);
-        for (name, size) in &meta.files {
+        for (name, sums) in &meta.files {
             match std::fs::metadata(images.join(name)) {
-                Ok(m) if m.len() == *size => {}
+                Ok(m) if m.len() == sums.bytes && sums.consistent() => {}
                 Ok(m) => {
                     return Err(format!(
-                        "{name} holds {} bytes, {size} were written",
-                        m.len()
+                        "{name} holds {} bytes, {} were written",
+                        m.len(),
+                        sums.bytes
                     ))
                 }
                 Err(e) => return Err(format!("{name}: {e}")),
@@ -198,16 +202,18 @@ impl SnapshotMeta {
         icebox_snap::mounts::check_hosts(&meta.externals).map_err(|e| e.to_string())?;
         Ok(meta)
     }
-}
 
-fn file_sizes(dir: &Path) -> std::io::Result<BTreeMap<String, u64>> {
-    let mut files = BTreeMap::new();
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
-        if meta.is_file() {
-            files.insert(entry.file_name().to_string_lossy().into_owned(), meta.len());
+    /// Checks the image files against their checksums before anything of them is restored:
+    /// all of them, except, when `pager` serves the memory, the pages files (the pager checks
+    /// those itself, each chunk before its first page is installed).
+    pub fn verify(&self, dir: &Path, pager: bool) -> std::io::Result<()> {
+        let images = dir.join(IMAGES_DIR);
+        for (name, sums) in &self.files {
+            if pager && name.starts_with("pages-") {
+                continue;
+            }
+            checksum::verify_file(&images.join(name), name, sums)?;
         }
+        Ok(())
     }
-    Ok(files)
 }

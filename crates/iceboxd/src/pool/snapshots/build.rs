@@ -27,6 +27,7 @@ impl Pool {
     }
 
     /// Builds the action's snapshot now (POST /icebox/v1/snapshots/…), or says why it cannot.
+    /// A failed snapshot is rebuilt at once, however many failures its backoff counts.
     pub fn request_snapshot(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Result<(), String> {
         if !self.snapshots.enabled() {
             return Err("Snapshots are off on this node (--snapshots off).".into());
@@ -47,7 +48,9 @@ impl Pool {
                 backend.name()
             ));
         }
-        self.build_snapshot_if_missing(action);
+        if self.snapshots.request_build(action, isolation) {
+            self.spawn_build(action, isolation);
+        }
         Ok(())
     }
 
@@ -66,6 +69,11 @@ impl Pool {
         if backend.snapshots().is_none() || !self.snapshots.start_build(action, isolation) {
             return;
         }
+        self.spawn_build(action, isolation);
+    }
+
+    /// Builds in the background the snapshot the books just marked as building.
+    fn spawn_build(self: &Arc<Self>, action: &Arc<ActionSpec>, isolation: Isolation) {
         let pool = self.clone();
         let action = action.clone();
         tokio::spawn(async move {

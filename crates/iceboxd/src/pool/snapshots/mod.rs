@@ -20,7 +20,8 @@ use store::{Store, StoredEntry};
 
 pub use settings::{settings_of, validate};
 
-/// The first retry of a failed snapshot waits this long, each further one twice as long…
+/// A snapshot that failed once is rebuilt at once (its files were damaged, say); after a
+/// second failure in a row the next build waits this long, each further one twice as long…
 const RETRY_FIRST: Duration = Duration::from_secs(10);
 /// …up to this.
 const RETRY_MAX: Duration = Duration::from_secs(600);
@@ -117,18 +118,37 @@ impl SnapshotBooks {
     /// building (the caller must end with [`built`](Self::built) or
     /// [`build_failed`](Self::build_failed)).
     pub fn start_build(&self, action: &ActionSpec, isolation: Isolation) -> bool {
+        self.start(action, isolation, false)
+    }
+
+    /// Like [`start_build`](Self::start_build), for an operator's request: a failed snapshot
+    /// is rebuilt now, its backoff forgotten.
+    pub fn request_build(&self, action: &ActionSpec, isolation: Isolation) -> bool {
+        self.start(action, isolation, true)
+    }
+
+    fn start(&self, action: &ActionSpec, isolation: Isolation, requested: bool) -> bool {
         if !self.cfg.enabled || !settings_of(&action.annotations).enabled() {
             return false;
         }
         let key = (action.fqn(), isolation);
         let mut entries = self.entries.lock().unwrap();
-        let failures = match entries.get(&key) {
-            Some(e) if e.version == action.version => match &e.state {
-                State::Building | State::Ready => return false,
-                State::Failed { at, .. } if at.elapsed() < retry_after(e.failures) => return false,
-                State::Failed { .. } => e.failures,
-            },
-            _ => 0,
+        // A rebuild of the same version keeps its history (restores, fallbacks).
+        let (failures, restores, fallbacks, last_restore) = match entries.get(&key) {
+            Some(e) if e.version == action.version => {
+                match &e.state {
+                    State::Building | State::Ready => return false,
+                    State::Failed { at, .. }
+                        if !requested && at.elapsed() < retry_after(e.failures) =>
+                    {
+                        return false
+                    }
+                    State::Failed { .. } => {}
+                }
+                let failures = if requested { 0 } else { e.failures };
+                (failures, e.restores, e.fallbacks, e.last_restore.clone())
+            }
+            _ => (0, 0, 0, None),
         };
         let old = entries.insert(
             key,
@@ -140,9 +160,9 @@ impl SnapshotBooks {
                 state: State::Building,
                 stored: None,
                 recording: None,
-                restores: 0,
-                fallbacks: 0,
-                last_restore: None,
+                restores,
+                fallbacks,
+                last_restore,
                 failures,
             },
         );
@@ -354,7 +374,10 @@ impl SnapshotBooks {
 }
 
 fn retry_after(failures: u32) -> Duration {
-    (RETRY_FIRST * 2u32.saturating_pow(failures.saturating_sub(1))).min(RETRY_MAX)
+    if failures <= 1 {
+        return Duration::ZERO;
+    }
+    (RETRY_FIRST * 2u32.saturating_pow(failures - 2)).min(RETRY_MAX)
 }
 
 #[cfg(test)]

@@ -162,6 +162,40 @@ impl Pool {
         });
     }
 
+    /// A restored instance is gone: if its pager failed (a damaged page of the snapshot met
+    /// only after the restore, when the task first touched it), the snapshot is no good and
+    /// goes too, to be rebuilt; the instance itself was killed by its pager.
+    pub(in crate::pool) fn check_restored_memory(&self, instance: &Instance) {
+        let Some(restore) = &instance.restore else {
+            return;
+        };
+        let Some(error) = instance
+            .sandbox
+            .restore_stats()
+            .and_then(|s| s["pager"]["error"].as_str().map(str::to_string))
+        else {
+            return;
+        };
+        tracing::warn!(action = %instance.fqn, instance = %instance.id,
+            "the restored instance's pager failed, discarding the snapshot: {error}");
+        self.events.emit(
+            &instance.id,
+            &instance.fqn,
+            EventKind::RestoreFailed,
+            None,
+            Some(format!(
+                "the pager failed after the restore: {error}; the snapshot is discarded"
+            )),
+        );
+        self.snapshots.fail(
+            &(instance.fqn.clone(), instance.isolation),
+            &restore.version,
+            format!("the pager of {} failed: {error}", instance.id),
+            // Not a fallback: the instance did not start normally, it died.
+            false,
+        );
+    }
+
     /// The instance goes before its recording was finished: another restore may record.
     pub(in crate::pool) fn abandon_recording(&self, instance: &Instance) {
         if instance.recording.swap(false, Ordering::SeqCst) {

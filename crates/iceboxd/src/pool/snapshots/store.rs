@@ -2,8 +2,11 @@
 //! `<state>/snapshots/<action key>/<isolation>-<version>/` holds `entry.json` (icebox's
 //! record) and `image/` (the backend's snapshot, and its loading set once recorded). Entries
 //! survive a daemon restart; one whose action is gone or changed is deleted at start-up.
+//! Everything here holds actions' memory: directories are 0700 and files 0600, the daemon's
+//! user's alone, whatever wrote them (CRIU, QEMU, the loading set writer).
 
 use icebox_core::{LoadingSetInfo, SnapshotInfo};
+use icebox_snap::private;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -47,16 +50,19 @@ impl Store {
     /// A fresh, empty directory to build a snapshot in, next to where it will live, so the
     /// final rename is atomic.
     pub fn scratch(&self, action: &str) -> io::Result<PathBuf> {
+        // The root too: one left by an older daemon may be 0755.
+        private::create_dir(&self.root)?;
         let parent = self.root.join(action_key(action));
-        std::fs::create_dir_all(&parent)?;
+        private::create_dir(&parent)?;
         let dir = parent.join(format!(".building-{:08x}", rand::random::<u32>()));
-        std::fs::create_dir_all(Self::image_dir(&dir))?;
+        private::create_dir(&Self::image_dir(&dir))?;
         Ok(dir)
     }
 
     /// Moves a built snapshot into place (replacing an older one) and records it.
     pub fn commit(&self, scratch: &Path, entry: &StoredEntry) -> io::Result<PathBuf> {
         write_entry(scratch, entry)?;
+        private::restrict_tree(scratch)?;
         let dir = self.dir(&entry.action, &entry.isolation, &entry.version);
         remove(&dir);
         std::fs::rename(scratch, &dir)?;
@@ -107,7 +113,7 @@ pub fn remove(dir: &Path) {
 
 fn write_entry(dir: &Path, entry: &StoredEntry) -> io::Result<()> {
     let tmp = dir.join(".entry.json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(entry)?)?;
+    private::write_file(&tmp, &serde_json::to_vec_pretty(entry)?)?;
     std::fs::rename(tmp, dir.join(ENTRY))
 }
 
@@ -166,6 +172,32 @@ mod tests {
         assert!(Store::image_dir(&dir).join("pages").exists());
         let found = store.load_all();
         assert_eq!(found, vec![(dir, entry("0.0.1"))]);
+    }
+
+    #[test]
+    fn a_committed_snapshot_is_its_owner_s_alone() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let state = tempfile::tempdir().unwrap();
+        let store = Store::new(state.path());
+        // A root left 0755 by an older daemon.
+        std::fs::create_dir(state.path().join("snapshots")).unwrap();
+        let scratch = store.scratch("guest/hello").unwrap();
+        let pages = Store::image_dir(&scratch).join("pages-1.img");
+        std::fs::write(&pages, b"memory").unwrap();
+        std::fs::set_permissions(&pages, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let dir = store.commit(&scratch, &entry("0.0.1")).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        for d in [
+            state.path().join("snapshots"),
+            dir.parent().unwrap().to_path_buf(),
+            dir.clone(),
+            Store::image_dir(&dir),
+        ] {
+            assert_eq!(mode(&d), 0o700, "{}", d.display());
+        }
+        for f in [dir.join(ENTRY), Store::image_dir(&dir).join("pages-1.img")] {
+            assert_eq!(mode(&f), 0o600, "{}", f.display());
+        }
     }
 
     #[test]

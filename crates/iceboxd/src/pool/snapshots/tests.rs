@@ -168,14 +168,46 @@ fn a_failed_restore_discards_the_snapshot_and_backs_off() {
     let v = &b.views()[0];
     assert_eq!((v.state.as_str(), v.fallbacks), ("failed", 1));
     assert_eq!(v.reason.as_deref(), Some("corrupt"));
-    // Not rebuilt at once.
+    // A first failure is rebuilt at once (its history kept); a second in a row backs off.
+    build(&b, &a);
+    let v = &b.views()[0];
+    assert_eq!((v.state.as_str(), v.fallbacks), ("ready", 1));
+    b.plan(&a, Isolation::Process).unwrap();
+    b.fail(
+        &(a.fqn(), Isolation::Process),
+        "0.0.1",
+        "corrupt again".into(),
+        true,
+    );
     assert!(!b.start_build(&a, Isolation::Process));
+    assert_eq!(b.views()[0].state, "failed");
+}
+
+#[test]
+fn a_requested_build_skips_the_backoff_and_resets_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = books(dir.path());
+    let a = snap("0.0.1");
+    let key = (a.fqn(), Isolation::Process);
+    for _ in 0..2 {
+        assert!(b.start_build(&a, Isolation::Process));
+        b.fail(&key, "0.0.1", "the template did not start".into(), false);
+    }
+    assert!(!b.start_build(&a, Isolation::Process), "backing off");
+    assert!(b.request_build(&a, Isolation::Process));
+    assert_eq!(b.views()[0].state, "building");
+    // Nothing more to do while it builds or once it is ready.
+    assert!(!b.request_build(&a, Isolation::Process));
+    // Its backoff starts over: a failure now is retried at once.
+    b.fail(&key, "0.0.1", "the template did not start".into(), false);
+    assert!(b.start_build(&a, Isolation::Process));
 }
 
 #[test]
 fn retries_back_off_exponentially_up_to_a_cap() {
-    assert_eq!(retry_after(1), RETRY_FIRST);
-    assert_eq!(retry_after(2), RETRY_FIRST * 2);
+    assert_eq!(retry_after(1), Duration::ZERO);
+    assert_eq!(retry_after(2), RETRY_FIRST);
+    assert_eq!(retry_after(3), RETRY_FIRST * 2);
     assert_eq!(retry_after(30), RETRY_MAX);
 }
 
