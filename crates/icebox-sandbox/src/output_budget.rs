@@ -1,0 +1,143 @@
+//! The node's budget of activation output (log lines and /run responses) held in the daemon's
+//! memory. Every instance's log collector and every response being read take from one
+//! budget; what does not fit is cut (logs, with OpenWhisk's marker) or refused (a response),
+//! so however many activations print and return at once, what the daemon buffers for them
+//! stays bounded. Memory given back is returned to the kernel in batches (malloc_trim), not
+//! kept in the allocator's free lists.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// After this many bytes given back since the last trim, free heap pages go back to the
+/// kernel.
+const TRIM_EVERY: u64 = 16 * 1024 * 1024;
+
+#[derive(Debug)]
+pub struct OutputBudget {
+    limit: u64,
+    held: AtomicU64,
+    freed_since_trim: AtomicU64,
+}
+
+impl OutputBudget {
+    pub fn new(limit: u64) -> Arc<OutputBudget> {
+        Arc::new(OutputBudget {
+            limit,
+            held: AtomicU64::new(0),
+            freed_since_trim: AtomicU64::new(0),
+        })
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Bytes held now.
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Takes `bytes` into `charge` if they fit in what is left.
+    pub fn try_take(self: &Arc<Self>, bytes: u64, charge: &mut Charge) -> bool {
+        let taken = self
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(bytes).filter(|&sum| sum <= self.limit)
+            })
+            .is_ok();
+        if taken {
+            charge.add(self, bytes);
+        }
+        taken
+    }
+
+    fn give_back(&self, bytes: u64) {
+        self.held.fetch_sub(bytes, Ordering::AcqRel);
+        let freed = self.freed_since_trim.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        if freed >= TRIM_EVERY
+            && self
+                .freed_since_trim
+                .compare_exchange(freed, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            release_free_heap();
+        }
+    }
+}
+
+/// Bytes taken from an [`OutputBudget`], given back when dropped: it goes with the output it
+/// pays for until that is stored or answered.
+#[derive(Debug, Default)]
+pub struct Charge {
+    budget: Option<Arc<OutputBudget>>,
+    bytes: u64,
+}
+
+impl Charge {
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn add(&mut self, budget: &Arc<OutputBudget>, bytes: u64) {
+        if self.budget.is_none() {
+            self.budget = Some(budget.clone());
+        }
+        self.bytes += bytes;
+    }
+
+    /// Moves `other`'s bytes into this charge (both of one budget).
+    pub fn absorb(&mut self, mut other: Charge) {
+        if let Some(budget) = other.budget.take() {
+            self.add(&budget, std::mem::take(&mut other.bytes));
+        }
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        if let Some(budget) = &self.budget {
+            if self.bytes > 0 {
+                budget.give_back(self.bytes);
+            }
+        }
+    }
+}
+
+/// Gives the allocator's free pages back to the kernel, off the async workers (a trim walks
+/// every arena). glibc keeps freed memory of its per-thread arenas otherwise: the daemon's
+/// RSS would stay at its peak after a burst of large outputs.
+fn release_free_heap() {
+    #[cfg(target_env = "gnu")]
+    {
+        let trim = || {
+            // SAFETY: malloc_trim only releases free memory; it takes the arenas' locks.
+            unsafe { libc::malloc_trim(0) };
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn_blocking(trim);
+            }
+            Err(_) => trim(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn takes_what_fits_and_gives_it_back_on_drop() {
+        let budget = OutputBudget::new(100);
+        let mut a = Charge::default();
+        assert!(budget.try_take(60, &mut a));
+        let mut b = Charge::default();
+        assert!(!budget.try_take(41, &mut b), "past the limit");
+        assert!(budget.try_take(40, &mut b));
+        assert_eq!(budget.held(), 100);
+        a.absorb(b);
+        assert_eq!((a.bytes(), budget.held()), (100, 100));
+        drop(a);
+        assert_eq!(budget.held(), 0);
+    }
+}
