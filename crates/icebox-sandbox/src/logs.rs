@@ -134,8 +134,14 @@ impl LogCollector {
                 Some(Cut::Limit(limit))
             } else {
                 match self.budget.get() {
-                    Some(budget) if !budget.try_take(entry.len() as u64, &mut inner.charge) => {
-                        Some(Cut::Node(budget.limit()))
+                    Some(budget)
+                        if !budget.try_take_below(
+                            budget.logs_limit(),
+                            entry.len() as u64,
+                            &mut inner.charge,
+                        ) =>
+                    {
+                        Some(Cut::Node(budget.logs_limit()))
                     }
                     _ => None,
                 }
@@ -392,14 +398,14 @@ mod tests {
 
     #[tokio::test]
     async fn collectors_share_the_node_budget_and_give_it_back_when_taken_lines_go() {
-        let budget = OutputBudget::new(64 * 1024);
+        let budget = OutputBudget::new(128 * 1024);
         let (a, b) = (LogCollector::new(), LogCollector::new());
         a.attach_budget(&budget);
         b.attach_budget(&budget);
         let out = format!("{}\n", "z".repeat(1000)).repeat(50);
         a.pump(out.as_bytes(), 0).await;
         b.pump(out.as_bytes(), 0).await;
-        assert!(budget.held() <= 64 * 1024);
+        assert!(budget.held() <= 64 * 1024, "log lines take half the budget");
         let (lines_a, charge_a) = a.take_charged();
         let (lines_b, charge_b) = b.take_charged();
         assert_eq!(lines_a.len(), 50, "the first fits whole");

@@ -37,12 +37,24 @@ impl OutputBudget {
         self.held.load(Ordering::Relaxed)
     }
 
+    /// What log lines may take of the budget together: half, so that responses, which cannot
+    /// be cut, still find room when every instance prints.
+    pub fn logs_limit(&self) -> u64 {
+        self.limit / 2
+    }
+
     /// Takes `bytes` into `charge` if they fit in what is left.
     pub fn try_take(self: &Arc<Self>, bytes: u64, charge: &mut Charge) -> bool {
+        self.try_take_below(self.limit, bytes, charge)
+    }
+
+    /// Takes `bytes` into `charge` if the budget then holds at most `ceiling`.
+    pub fn try_take_below(self: &Arc<Self>, ceiling: u64, bytes: u64, charge: &mut Charge) -> bool {
         let taken = self
             .held
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                held.checked_add(bytes).filter(|&sum| sum <= self.limit)
+                held.checked_add(bytes)
+                    .filter(|&sum| sum <= ceiling.min(self.limit))
             })
             .is_ok();
         if taken {
@@ -103,19 +115,30 @@ impl Drop for Charge {
     }
 }
 
+/// A second after the output was given back: the answers and records made of it are freed by
+/// then too.
+const TRIM_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Gives the allocator's free pages back to the kernel, off the async workers (a trim walks
-/// every arena). glibc keeps freed memory of its per-thread arenas otherwise: the daemon's
-/// RSS would stay at its peak after a burst of large outputs.
+/// every arena), once for every burst. glibc keeps freed memory of its per-thread arenas
+/// otherwise: the daemon's RSS would stay at its peak after a burst of large outputs.
 fn release_free_heap() {
     #[cfg(target_env = "gnu")]
     {
+        static SCHEDULED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         let trim = || {
+            SCHEDULED.store(false, Ordering::Release);
             // SAFETY: malloc_trim only releases free memory; it takes the arenas' locks.
             unsafe { libc::malloc_trim(0) };
         };
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
-                rt.spawn_blocking(trim);
+                if !SCHEDULED.swap(true, Ordering::AcqRel) {
+                    rt.spawn(async move {
+                        tokio::time::sleep(TRIM_DELAY).await;
+                        let _ = tokio::task::spawn_blocking(trim).await;
+                    });
+                }
             }
             Err(_) => trim(),
         }
