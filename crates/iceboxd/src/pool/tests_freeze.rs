@@ -3,6 +3,7 @@
 
 use super::tests::{action, Harness, Setup};
 use super::Health;
+use icebox_policy::Clock;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 use tracing_subscriber::fmt::MakeWriter;
