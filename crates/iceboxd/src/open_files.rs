@@ -87,8 +87,9 @@ mod tests {
         let e = instance_nofile(&cfg(&["--instance-nofile", "4096"]), 2_466_165).unwrap_err();
         assert!(format!("{e:#}").contains("--instance-nofile 4096"), "{e:#}");
         assert_eq!(
-            instance_nofile(&cfg(&["--instance-nofile", "50"]), 2_466_165).unwrap(),
-            50
+            instance_nofile(&cfg(&["--instance-nofile", "70"]), 2_466_165).unwrap(),
+            70
         );
+        assert!(Config::try_parse_from(["iceboxd", "--instance-nofile", "50"]).is_err());
     }
 }
