@@ -266,6 +266,7 @@ fn concurrent_chatty_actions_are_held_within_the_output_budget_and_the_memory_go
 
     let peak = std::sync::atomic::AtomicU64::new(before);
     let done = std::sync::atomic::AtomicBool::new(false);
+    let params = serde_json::to_vec(&json!({"log_mib": 9, "result_mib": 4})).unwrap();
     let runs: Vec<_> = std::thread::scope(|s| {
         s.spawn(|| {
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
@@ -273,7 +274,6 @@ fn concurrent_chatty_actions_are_held_within_the_output_budget_and_the_memory_go
                 std::thread::sleep(Duration::from_millis(20));
             }
         });
-        let params = serde_json::to_vec(&json!({"log_mib": 9, "result_mib": 4})).unwrap();
         let workers: Vec<_> = (0..copies)
             .map(|_| {
                 s.spawn(|| {
@@ -298,7 +298,7 @@ fn concurrent_chatty_actions_are_held_within_the_output_budget_and_the_memory_go
     // Give the allocator's trim (off the request path) a moment, then read what is left.
     let settle_by = Instant::now() + Duration::from_secs(10);
     let settled = loop {
-        if vm_rss_bytes(d.pid()) < before + 64 * MIB {
+        if vm_rss_bytes(d.pid()) < before + budget {
             break true;
         }
         if Instant::now() >= settle_by {
