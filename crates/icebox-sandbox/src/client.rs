@@ -1,14 +1,15 @@
 //! HTTP/1.1 client for an action proxy's UNIX socket, with connection reuse: the warm path
 //! must not pay a connect + handshake per activation.
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use crate::output_budget::{Charge, OutputBudget};
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::UnixStream;
 
@@ -25,6 +26,9 @@ pub enum RuntimeError {
     Transport(String),
     #[error("the runtime's response exceeds {MAX_RESPONSE_BYTES} bytes")]
     TooLarge,
+    /// The node's output budget had no room left for the response.
+    #[error("the node already holds {0} bytes of activation output, its most")]
+    NoRoom(u64),
 }
 
 #[derive(Debug, Clone)]
@@ -126,6 +130,20 @@ impl RuntimeClient {
         path: &str,
         body: Bytes,
     ) -> Result<RuntimeReply, RuntimeError> {
+        self.request_within(method, path, body, None)
+            .await
+            .map(|(reply, _)| reply)
+    }
+
+    /// A request whose response takes from `budget` as it is read (returned with it: hold it
+    /// as long as the response is held); a response that does not fit is refused.
+    async fn request_within(
+        &self,
+        method: Method,
+        path: &str,
+        body: Bytes,
+        budget: Option<&Arc<OutputBudget>>,
+    ) -> Result<(RuntimeReply, Charge), RuntimeError> {
         let (mut sender, reused) = self.sender().await?;
         let req = Request::builder()
             .method(method)
@@ -149,21 +167,32 @@ impl RuntimeClient {
             Err(e) => return Err(RuntimeError::Transport(e.1)),
         };
         let status = resp.status().as_u16();
-        let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
-            .collect()
-            .await
-            .map_err(|e| {
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some()
-                {
-                    RuntimeError::TooLarge
-                } else {
-                    RuntimeError::Transport(e.to_string())
+        let mut incoming = resp.into_body();
+        let mut body = BytesMut::new();
+        let mut charge = Charge::default();
+        while let Some(frame) = incoming.frame().await {
+            let frame = frame.map_err(|e| RuntimeError::Transport(e.to_string()))?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if body.len() + data.len() > MAX_RESPONSE_BYTES {
+                return Err(RuntimeError::TooLarge);
+            }
+            if let Some(budget) = budget {
+                if !budget.try_take(data.len() as u64, &mut charge) {
+                    return Err(RuntimeError::NoRoom(budget.limit()));
                 }
-            })?
-            .to_bytes();
+            }
+            body.extend_from_slice(&data);
+        }
         self.idle.lock().unwrap().push(sender);
-        Ok(RuntimeReply { status, body })
+        Ok((
+            RuntimeReply {
+                status,
+                body: body.freeze(),
+            },
+            charge,
+        ))
     }
 
     pub async fn post_json(
@@ -173,6 +202,18 @@ impl RuntimeClient {
     ) -> Result<RuntimeReply, RuntimeError> {
         let bytes = Bytes::from(serde_json::to_vec(body).expect("JSON values serialize"));
         self.request(Method::POST, path, bytes).await
+    }
+
+    /// [`Self::post_json`] whose response takes from the node's output budget.
+    pub async fn post_json_within(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        budget: &Arc<OutputBudget>,
+    ) -> Result<(RuntimeReply, Charge), RuntimeError> {
+        let bytes = Bytes::from(serde_json::to_vec(body).expect("JSON values serialize"));
+        self.request_within(Method::POST, path, bytes, Some(budget))
+            .await
     }
 
     pub async fn get(&self, path: &str) -> Result<RuntimeReply, RuntimeError> {

@@ -7,6 +7,7 @@ pub mod cgroup;
 pub mod client;
 pub mod logs;
 pub mod manifest;
+pub mod output_budget;
 pub mod process;
 mod sandbox;
 
@@ -14,6 +15,7 @@ pub use client::{RuntimeClient, RuntimeError, RuntimeReply};
 pub use icebox_core::{LoadingSetInfo, RestoreMode, SnapshotInfo};
 pub use logs::{LogCollector, SENTINEL};
 pub use manifest::{RuntimeManifest, Runtimes};
+pub use output_budget::{Charge, OutputBudget};
 pub use sandbox::{
     ExitCause, InstanceSpec, MemoryBudget, Sandbox, SandboxBackend, SandboxError, Snapshots,
     RESTORE_ENV,

@@ -2,13 +2,15 @@
 //! line the action protocol prints after each activation. What the daemon holds for an
 //! instance is bounded whatever the action prints: each line is cut to [`MAX_LINE_BYTES`],
 //! and the lines waiting for an activation to take them (an idle instance may print too) to
-//! [`MAX_LINES`] and [`MAX_BYTES`].
+//! [`MAX_LINES`] and the action's log limit (at most [`MAX_BYTES`]). Across instances, the
+//! lines held take from the node's [`OutputBudget`] when one is attached.
 
 mod line;
 
 use self::line::{Finished, Line};
+use crate::output_budget::{Charge, OutputBudget};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::Notify;
@@ -24,28 +26,67 @@ pub const MAX_BYTES: usize = 10 * 1024 * 1024;
 /// Bytes read from a stream at a time.
 const READ_CHUNK: usize = 8 * 1024;
 
+/// Why lines were dropped, for the note that ends the activation's logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// A line longer than MAX_LINE_BYTES, or more than MAX_LINES lines.
+    Lines,
+    /// The activation's log limit, in bytes.
+    Limit(usize),
+    /// The node's output budget, in bytes.
+    Node(u64),
+}
+
 #[derive(Default)]
 struct Inner {
     lines: Vec<String>,
     /// Bytes of `lines`.
     bytes: usize,
-    truncated: bool,
+    /// What `lines` take of the node's budget.
+    charge: Charge,
+    /// The first reason lines were dropped since the last take.
+    cut: Option<Cut>,
     /// Sentinels seen per stream (0 = stdout, 1 = stderr).
     sentinels: [u64; 2],
     closed: [bool; 2],
 }
 
-#[derive(Default)]
 pub struct LogCollector {
     inner: Mutex<Inner>,
     changed: Notify,
     /// Bytes each stream's pump holds of a line it has not finished.
     partial: [AtomicUsize; 2],
+    /// Bytes of lines kept until they are taken (the action's `limits.logs`).
+    limit: AtomicUsize,
+    budget: OnceLock<Arc<OutputBudget>>,
+}
+
+impl Default for LogCollector {
+    fn default() -> Self {
+        LogCollector {
+            inner: Mutex::default(),
+            changed: Notify::new(),
+            partial: Default::default(),
+            limit: AtomicUsize::new(MAX_BYTES),
+            budget: OnceLock::new(),
+        }
+    }
 }
 
 impl LogCollector {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Lines kept from now on take from `budget` (the first budget attached stays).
+    pub fn attach_budget(&self, budget: &Arc<OutputBudget>) {
+        let _ = self.budget.set(budget.clone());
+    }
+
+    /// At most `bytes` of lines are kept between two takes (capped at [`MAX_BYTES`]).
+    pub fn set_limit(&self, bytes: u64) {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX).min(MAX_BYTES);
+        self.limit.store(bytes, Ordering::Relaxed);
     }
 
     /// Read one stream until EOF. `stream` is 0 for stdout, 1 for stderr.
@@ -76,18 +117,43 @@ impl LogCollector {
 
     fn add(&self, line: Finished, stream: usize) {
         let mut inner = self.inner.lock().unwrap();
-        inner.truncated |= line.cut;
+        if line.cut {
+            inner.cut.get_or_insert(Cut::Lines);
+        }
         if line.text.is_empty() && line.ends_activation {
             // Sentinel alone on its line: nothing to keep.
         } else {
             let ts = humantime::format_rfc3339_millis(SystemTime::now());
             let name = if stream == 0 { "stdout" } else { "stderr" };
             let entry = format!("{ts} {name}: {}", line.text);
-            if inner.lines.len() >= MAX_LINES || inner.bytes + entry.len() > MAX_BYTES {
-                inner.truncated = true;
+            let limit = self.limit.load(Ordering::Relaxed);
+            let inner = &mut *inner;
+            let dropped = if inner.lines.len() >= MAX_LINES {
+                Some(Cut::Lines)
+            } else if inner.bytes + entry.len() > limit {
+                Some(Cut::Limit(limit))
             } else {
-                inner.bytes += entry.len();
-                inner.lines.push(entry);
+                match self.budget.get() {
+                    Some(budget)
+                        if !budget.try_take_below(
+                            budget.logs_limit(),
+                            entry.len() as u64,
+                            &mut inner.charge,
+                        ) =>
+                    {
+                        Some(Cut::Node(budget.logs_limit()))
+                    }
+                    _ => None,
+                }
+            };
+            match dropped {
+                Some(cut) => {
+                    inner.cut.get_or_insert(cut);
+                }
+                None => {
+                    inner.bytes += entry.len();
+                    inner.lines.push(entry);
+                }
             }
         }
         if line.ends_activation {
@@ -111,6 +177,16 @@ impl LogCollector {
     /// Wait (at most `wait`) until both streams printed a sentinel past `marks`, then take the
     /// lines collected so far.
     pub async fn take_after(&self, marks: [u64; 2], wait: Duration) -> Vec<String> {
+        self.take_after_charged(marks, wait).await.0
+    }
+
+    /// [`Self::take_after`], with what the lines take of the node's budget: hold it as long as
+    /// the lines are held.
+    pub async fn take_after_charged(
+        &self,
+        marks: [u64; 2],
+        wait: Duration,
+    ) -> (Vec<String>, Charge) {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let notified = self.changed.notified();
@@ -125,21 +201,36 @@ impl LogCollector {
                 break;
             }
         }
-        self.take()
+        self.take_charged()
     }
 
     /// Take whatever was collected (e.g. after the instance died).
     pub fn take(&self) -> Vec<String> {
+        self.take_charged().0
+    }
+
+    fn take_charged(&self) -> (Vec<String>, Charge) {
         let mut inner = self.inner.lock().unwrap();
         let mut lines = std::mem::take(&mut inner.lines);
         inner.bytes = 0;
-        if std::mem::take(&mut inner.truncated) {
-            lines.push(format!(
-                "Logs were truncated: at most {MAX_LINE_BYTES} bytes of a line, {MAX_LINES} lines and {MAX_BYTES} bytes are kept."
-            ));
+        let charge = std::mem::take(&mut inner.charge);
+        match inner.cut.take() {
+            None => {}
+            Some(Cut::Lines) => lines.push(format!(
+                "Logs were truncated: at most {MAX_LINE_BYTES} bytes of a line and {MAX_LINES} lines are kept."
+            )),
+            // OpenWhisk's marker; for the node's budget, the total is that of every
+            // activation's output the node holds.
+            Some(Cut::Limit(limit)) => lines.push(truncation_marker(limit as u64)),
+            Some(Cut::Node(limit)) => lines.push(truncation_marker(limit)),
         }
-        lines
+        (lines, charge)
     }
+}
+
+/// OpenWhisk's note at the end of logs cut at `limit` bytes.
+pub fn truncation_marker(limit: u64) -> String {
+    format!("Logs were truncated because the total bytes size exceeds the limit of {limit} bytes.")
 }
 
 #[cfg(test)]
@@ -303,6 +394,47 @@ mod tests {
         );
         assert!(lines.last().unwrap().starts_with("Logs were truncated"));
         assert_eq!(c.buffered_bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn collectors_share_the_node_budget_and_give_it_back_when_taken_lines_go() {
+        let budget = OutputBudget::new(128 * 1024);
+        let (a, b) = (LogCollector::new(), LogCollector::new());
+        a.attach_budget(&budget);
+        b.attach_budget(&budget);
+        let out = format!("{}\n", "z".repeat(1000)).repeat(50);
+        a.pump(out.as_bytes(), 0).await;
+        b.pump(out.as_bytes(), 0).await;
+        assert!(budget.held() <= 64 * 1024, "log lines take half the budget");
+        let (lines_a, charge_a) = a.take_charged();
+        let (lines_b, charge_b) = b.take_charged();
+        assert_eq!(lines_a.len(), 50, "the first fits whole");
+        assert_eq!(
+            lines_b.last().unwrap(),
+            &truncation_marker(64 * 1024),
+            "the second is cut at the node's budget"
+        );
+        assert!(lines_b.len() < 50);
+        assert_eq!(budget.held(), charge_a.bytes() + charge_b.bytes());
+        drop((charge_a, charge_b));
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_activation_limit_cuts_with_openwhisks_marker() {
+        let c = LogCollector::new();
+        c.set_limit(10_000);
+        let out = format!("{}\n", "w".repeat(1000)).repeat(50);
+        c.pump(out.as_bytes(), 0).await;
+        let lines = c.take();
+        assert!(
+            lines[..lines.len() - 1]
+                .iter()
+                .map(String::len)
+                .sum::<usize>()
+                <= 10_000
+        );
+        assert_eq!(lines.last().unwrap(), &truncation_marker(10_000));
     }
 
     #[tokio::test]

@@ -84,6 +84,13 @@ pub trait Sandbox: Send + Sync {
     async fn exited(&self);
     /// Set once the runtime exited: why.
     fn exit_cause(&self) -> Option<ExitCause>;
+    /// How many processes of the instance the kernel OOM-killed so far (its memory cgroup's
+    /// count, which includes kills for tmpfs and shared-memory pages charged to it). Read
+    /// before and after an activation, it tells an OOM death apart before the runtime's exit
+    /// is seen.
+    fn oom_kills(&self) -> u64 {
+        0
+    }
     /// Kill every process and release every resource; safe to call more than once.
     async fn destroy(&self);
     /// How this instance's memory is being brought in, when it was restored from a snapshot:

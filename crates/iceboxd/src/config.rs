@@ -124,6 +124,13 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_PIDS_MAX", default_value_t = 256)]
     pub pids_max: u64,
 
+    /// Open files per instance process (RLIMIT_NOFILE): auto chooses the most, up to
+    /// OpenWhisk's 1024, with which --max-instances instances of --pids-max processes stay
+    /// within half of the host's fs.file-max; a number must fit that bound too, or the daemon
+    /// refuses to start.
+    #[arg(long, env = "ICEBOX_INSTANCE_NOFILE", default_value = "auto")]
+    pub instance_nofile: InstanceNofile,
+
     /// Size of each instance's private /tmp.
     #[arg(long, env = "ICEBOX_TMP_SIZE", default_value = "64MiB", value_parser = parse_size)]
     pub tmp_size: u64,
@@ -234,6 +241,12 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_MAX_BUFFERED", default_value = "256MiB", value_parser = parse_size)]
     pub max_buffered: u64,
 
+    /// Activation output (log lines and /run responses) the daemon may hold at once across all
+    /// activations; past it, logs are cut with OpenWhisk's truncation marker and a response
+    /// that does not fit fails the activation (whisk internal error).
+    #[arg(long, env = "ICEBOX_OUTPUT_BUDGET", default_value = "128MiB", value_parser = parse_size)]
+    pub output_budget: u64,
+
     /// On SIGTERM/SIGINT, how long open requests may finish before their connections are
     /// dropped and every instance is removed.
     #[arg(long, env = "ICEBOX_SHUTDOWN_GRACE", default_value = "3s", value_parser = humantime::parse_duration)]
@@ -245,6 +258,29 @@ pub struct Config {
 }
 
 pub type PrewarmSpec = Vec<(String, usize)>;
+
+/// `--instance-nofile`: chosen from the host (open_files.rs) or given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceNofile {
+    Auto,
+    Fixed(u64),
+}
+
+impl std::str::FromStr for InstanceNofile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(InstanceNofile::Auto),
+            n => match n.parse::<u64>() {
+                Ok(n) if n >= crate::open_files::MIN_NOFILE => Ok(InstanceNofile::Fixed(n)),
+                _ => Err(format!(
+                    "'{n}': expected auto or a number of files of at least {}",
+                    crate::open_files::MIN_NOFILE
+                )),
+            },
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VmBackends {

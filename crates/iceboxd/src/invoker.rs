@@ -17,7 +17,7 @@ use crate::state::AppState;
 use axum::http::StatusCode;
 use icebox_core::{ActionSpec, ActivationRecord, ActivationResponse, ActivationStatus, KeyValue};
 use icebox_policy::SharingMode;
-use icebox_sandbox::{ExitCause, RuntimeError, RuntimeReply};
+use icebox_sandbox::{Charge, ExitCause, OutputBudget, RuntimeError, RuntimeReply};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,6 +45,9 @@ struct RunReport {
     result: Value,
     timed_out: bool,
     logs: Vec<String>,
+    /// What the logs and the response take of the node's output budget, given back once the
+    /// record is stored.
+    held: Charge,
 }
 
 /// Why an invocation did not run; see the module docs for which leave a record.
@@ -126,7 +129,7 @@ pub async fn invoke(
                 .then(|| lease.instance.restore.as_ref().map(|r| r.mode))
                 .flatten(),
         };
-        let outcome = match run(&inv, lease).await {
+        let outcome = match run(&inv, lease, state.pool.output_budget()).await {
             Delivery::Ran(outcome) => outcome,
             // The warm instance's runtime was already gone: the action never saw this
             // activation, so another instance may run it.
@@ -151,6 +154,7 @@ pub async fn invoke(
                 result: json!({"error": error.to_string()}),
                 timed_out: false,
                 logs: vec![],
+                held: Charge::default(),
             },
             Some(LeaseInfo {
                 cold: true,
@@ -171,6 +175,7 @@ pub async fn invoke(
                 result: json!({"error": error.to_string()}),
                 timed_out: false,
                 logs: vec![],
+                held: Charge::default(),
             };
             finish(state, &inv, started, outcome, None);
             return Err(error);
@@ -263,6 +268,7 @@ fn finish(
         .observe(inv.arrived.elapsed().as_secs_f64());
 
     state.recorder.record(record.clone());
+    drop(outcome.held);
     record
 }
 
@@ -282,10 +288,11 @@ fn undelivered_report(action: &ActionSpec) -> RunReport {
         result: json!({"error": died_message(None, action)}),
         timed_out: false,
         logs: vec![],
+        held: Charge::default(),
     }
 }
 
-async fn run(inv: &Invocation, lease: Lease) -> Delivery {
+async fn run(inv: &Invocation, lease: Lease, budget: &Arc<OutputBudget>) -> Delivery {
     let action = &inv.action;
     let sandbox = lease.instance.sandbox.clone();
     let deadline_ms = crate::now_ms() + action.limits.timeout;
@@ -307,6 +314,7 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
         return Delivery::Undelivered;
     }
     let marks = sandbox.logs().marks();
+    let oom_kills = sandbox.oom_kills();
     // A runtime that runs activations side by side ends one past its deadline itself (504),
     // so its neighbours live on; the daemon only gives up on the instance if it does not.
     let timeout = Duration::from_millis(action.limits.timeout)
@@ -316,12 +324,12 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
             crate::pool::sharing::ISOLATE_TIMEOUT_GRACE
         };
     enum Ran {
-        Reply(Result<RuntimeReply, RuntimeError>),
+        Reply(Result<(RuntimeReply, Charge), RuntimeError>),
         TimedOut,
         Died,
     }
     let ran = tokio::select! {
-        r = tokio::time::timeout(timeout, sandbox.client().post_json("/run", &body)) => match r {
+        r = tokio::time::timeout(timeout, sandbox.client().post_json_within("/run", &body, budget)) => match r {
             Ok(reply) => Ran::Reply(reply),
             Err(_) => Ran::TimedOut,
         },
@@ -334,17 +342,27 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
             return Delivery::Undelivered;
         }
     }
+    let mut held = Charge::default();
     let (status, result, timed_out, health) = match ran {
         // The runtime ended it itself and lives on; otherwise the instance is in an unknown
         // state.
         Ran::TimedOut => timed_out(action, Health::Broken(EvictReason::Error)),
-        Ran::Reply(Ok(reply)) if reply.status == RUNTIME_TIMED_OUT => {
+        Ran::Reply(Ok((reply, _))) if reply.status == RUNTIME_TIMED_OUT => {
             timed_out(action, Health::Reusable)
         }
-        Ran::Reply(Ok(reply)) => {
+        Ran::Reply(Ok((reply, charge))) => {
+            held = charge;
             let (status, result) = classify_reply(&reply);
             (status, result, false, Health::Reusable)
         }
+        // The node holds its most output for other activations: not this action's fault, and
+        // its runtime is fine (the unread rest of the response goes with the connection).
+        Ran::Reply(Err(RuntimeError::NoRoom(limit))) => (
+            ActivationStatus::InternalError,
+            json!({"error": format!("The node already holds its most activation output ({limit} bytes, --output-budget): the action's response could not be taken. Retry later.")}),
+            false,
+            Health::Reusable,
+        ),
         Ran::Reply(Err(RuntimeError::TooLarge)) => (
             ActivationStatus::DeveloperError,
             json!({"error": "The action produced a response that exceeds the allowed size."}),
@@ -354,9 +372,16 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
         Ran::Died | Ran::Reply(Err(_)) => {
             // A broken connection usually means the runtime is dying: give the exit a moment to be seen.
             let _ = tokio::time::timeout(Duration::from_millis(500), sandbox.exited()).await;
+            // An OOM kill during this activation is the cause even when the runtime's exit is
+            // not seen yet (a cgroup full of tmpfs pages is slow to die) or was another one.
+            let cause = if sandbox.oom_kills() > oom_kills {
+                Some(ExitCause::OutOfMemory)
+            } else {
+                sandbox.exit_cause()
+            };
             (
                 ActivationStatus::DeveloperError,
-                json!({"error": died_message(sandbox.exit_cause(), action)}),
+                json!({"error": died_message(cause, action)}),
                 false,
                 Health::Broken(EvictReason::Error),
             )
@@ -367,7 +392,8 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
     } else {
         Duration::from_millis(50)
     };
-    let mut logs = sandbox.logs().take_after(marks, wait).await;
+    let (mut logs, logs_held) = sandbox.logs().take_after_charged(marks, wait).await;
+    held.absorb(logs_held);
     truncate_logs(&mut logs, action.limits.logs_bytes());
     lease.release(health).await;
     Delivery::Ran(RunReport {
@@ -375,6 +401,7 @@ async fn run(inv: &Invocation, lease: Lease) -> Delivery {
         result,
         timed_out,
         logs,
+        held,
     })
 }
 

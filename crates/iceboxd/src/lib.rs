@@ -10,6 +10,7 @@ pub(crate) mod events;
 pub(crate) mod invoker;
 pub(crate) mod metrics;
 pub(crate) mod offload_metrics;
+pub(crate) mod open_files;
 pub(crate) mod partition_events;
 pub(crate) mod pool;
 pub(crate) mod recorder;

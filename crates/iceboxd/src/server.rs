@@ -55,6 +55,15 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         &state_tag(&state_dir),
         cfg.isolation.process_mode(),
     )?;
+    if backend.isolated() {
+        let nofile = crate::open_files::instance_nofile(&cfg, crate::open_files::host_file_max()?)?;
+        backend.set_instance_nofile(nofile);
+        tracing::info!(
+            "instance processes may open {nofile} files each (--pids-max {}, --max-instances {})",
+            cfg.pids_max,
+            cfg.max_instances
+        );
+    }
     if cfg.snapshots {
         enable_process_snapshots(&mut backend, &cfg, &runtimes_dir);
     }
@@ -150,6 +159,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
                 restore: cfg.snapshot_restore,
                 state_dir: state_dir.clone(),
             },
+            output_budget: icebox_sandbox::OutputBudget::new(cfg.output_budget),
         },
         events.clone(),
         metrics.clone(),

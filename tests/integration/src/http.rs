@@ -105,8 +105,10 @@ impl Http {
         let status = resp.status();
         let retry_after = resp.header("Retry-After").map(str::to_string);
         let content_type = resp.header("Content-Type").map(str::to_string);
-        let body = resp
-            .into_string()
+        // Not `into_string`: it refuses answers over 10 MB, and an activation record may hold
+        // 10 MiB of logs beside its result.
+        let mut body = String::new();
+        std::io::Read::read_to_string(&mut resp.into_reader(), &mut body)
             .map_err(|e| format!("{method} {path}: reading the answer failed: {e}"))?;
         Ok(Reply {
             status,

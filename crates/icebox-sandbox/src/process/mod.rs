@@ -5,12 +5,14 @@
 mod crun;
 mod oci;
 mod pidfd;
+mod rlimit;
 mod sandbox;
 mod snapshot;
 mod socket_dir;
 
 pub use self::crun::Crun;
 pub use self::oci::{SANDBOX_GID, SANDBOX_UID};
+pub use self::rlimit::DEFAULT_NOFILE;
 pub use self::sandbox::ProcessSandbox;
 
 use self::sandbox::Isolation;
@@ -61,6 +63,8 @@ pub struct ProcessBackend {
     crun: Option<Crun>,
     /// Set when snapshots are on (crun isolation and a usable criu).
     criu: Option<Criu>,
+    /// RLIMIT_NOFILE of instance processes.
+    nofile: u64,
 }
 
 impl ProcessBackend {
@@ -115,6 +119,7 @@ impl ProcessBackend {
             cgroups,
             crun,
             criu: None,
+            nofile: rlimit::DEFAULT_NOFILE,
         })
     }
 
@@ -131,6 +136,16 @@ impl ProcessBackend {
         );
         self.criu = Some(criu);
         Ok(())
+    }
+
+    /// RLIMIT_NOFILE of every process of every instance from now on (pids.max × this is
+    /// what one instance can take of the host's file table).
+    pub fn set_instance_nofile(&mut self, nofile: u64) {
+        self.nofile = nofile;
+    }
+
+    pub fn instance_nofile(&self) -> u64 {
+        self.nofile
     }
 
     fn instance_dir(&self, id: &str) -> PathBuf {
@@ -153,7 +168,7 @@ impl ProcessBackend {
 
         let bundle = dir.join("bundle");
         std::fs::create_dir_all(&bundle)?;
-        let config = oci::config(spec, &self.rootfs.to_string_lossy());
+        let config = oci::config(spec, &self.rootfs.to_string_lossy(), self.nofile);
         std::fs::write(
             bundle.join("config.json"),
             serde_json::to_vec(&config).map_err(anyhow::Error::from)?,

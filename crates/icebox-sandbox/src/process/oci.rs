@@ -75,7 +75,8 @@ const DENIED_SYSCALLS: &[&str] = &[
     "vm86old",
 ];
 
-pub fn config(spec: &InstanceSpec, rootfs: &str) -> Value {
+/// `nofile`: RLIMIT_NOFILE of every process of the instance (rlimit.rs).
+pub fn config(spec: &InstanceSpec, rootfs: &str, nofile: u64) -> Value {
     let mut env = vec![
         "PATH=/usr/local/bin:/usr/bin:/bin".to_string(),
         "HOME=/tmp".to_string(),
@@ -141,7 +142,7 @@ pub fn config(spec: &InstanceSpec, rootfs: &str) -> Value {
             "capabilities": {"bounding": [], "effective": [], "inheritable": [], "permitted": [], "ambient": []},
             "noNewPrivileges": true,
             "rlimits": [
-                {"type": "RLIMIT_NOFILE", "hard": 4096, "soft": 4096},
+                {"type": "RLIMIT_NOFILE", "hard": nofile, "soft": nofile},
                 {"type": "RLIMIT_CORE", "hard": 0, "soft": 0}
             ]
         },

@@ -248,6 +248,10 @@ impl Sandbox for ProcessSandbox {
         self.exit_cause.get().copied()
     }
 
+    fn oom_kills(&self) -> u64 {
+        self.cgroup().map_or(0, Cgroup::oom_kills)
+    }
+
     async fn destroy(&self) {
         if self.destroyed.swap(true, Ordering::SeqCst) {
             return;

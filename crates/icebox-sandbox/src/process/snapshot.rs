@@ -337,6 +337,8 @@ impl ProcessBackend {
                 netns::set_loopback_up(pid)?;
             }
             let socket_dir = socket_dir::open(pid, &exit_fd)?;
+            // CRIU gives back the limit of the dumped processes; this daemon's may differ.
+            super::rlimit::set_nofile(&cgroup.pids(), self.nofile)?;
             Ok((exit_fd, socket_dir))
         })();
         let (exit_fd, socket_dir) = match setup {

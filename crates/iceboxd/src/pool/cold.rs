@@ -230,6 +230,8 @@ impl Pool {
         restore: Option<Restore>,
         created: Instant,
     ) -> Arc<Instance> {
+        sandbox.logs().attach_budget(&self.cfg.output_budget);
+        sandbox.logs().set_limit(action.limits.logs_bytes());
         Arc::new(Instance {
             id: sandbox.id().to_string(),
             action: action.clone(),

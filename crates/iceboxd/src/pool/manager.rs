@@ -78,7 +78,13 @@ impl Pool {
             let t = Instant::now();
             if let Err(e) = instance.sandbox.freeze() {
                 drop(frozen);
-                tracing::error!(instance = %id, "freeze failed: {e}");
+                // Evicted, or its runtime exited, while the freeze waited for its tasks to
+                // stop: its cgroup went with it. A normal race, not a fault of the node.
+                if self.slots.instance(id).is_none() || instance.sandbox.exit_cause().is_some() {
+                    tracing::debug!(instance = %id, "not frozen, already gone: {e}");
+                } else {
+                    tracing::error!(instance = %id, "freeze failed: {e}");
+                }
                 self.evict(id, EvictReason::Error).await;
                 return;
             }

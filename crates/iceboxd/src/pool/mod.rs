@@ -33,6 +33,8 @@ mod view;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_freeze;
+#[cfg(test)]
 mod tests_snapshots;
 
 pub use admission::Ticket;
@@ -74,6 +76,8 @@ pub struct PoolConfig {
     /// The offload pool, opened (its device exists from here on).
     pub offload_pool: Arc<PoolState>,
     pub snapshots: snapshots::SnapshotConfig,
+    /// The node's budget of buffered activation output (logs and responses).
+    pub output_budget: Arc<icebox_sandbox::OutputBudget>,
 }
 
 /// An instance handed to one activation. Give it back with [`Lease::release`]; a lease
@@ -335,6 +339,11 @@ impl Pool {
             }
             None => false,
         }
+    }
+
+    /// The node's budget of buffered activation output.
+    pub fn output_budget(&self) -> &Arc<icebox_sandbox::OutputBudget> {
+        &self.cfg.output_budget
     }
 
     /// Whether an instance of this id is in the pool (busy or not).

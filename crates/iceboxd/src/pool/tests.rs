@@ -29,6 +29,8 @@ pub(super) struct Counters {
     pub(super) recorded: AtomicUsize,
     /// Bytes live instances hold of the host budget.
     host_in_use: std::sync::atomic::AtomicU64,
+    /// Holds a freeze in progress while a test acts (tests_freeze.rs).
+    pub(super) freeze_gate: super::tests_freeze::FreezeGate,
 }
 
 pub(super) struct FakeBackend {
@@ -169,6 +171,11 @@ impl Sandbox for FakeSandbox {
         }
     }
     fn freeze(&self) -> std::io::Result<()> {
+        self.counters.freeze_gate.pass();
+        if self.destroyed.load(Ordering::SeqCst) {
+            // What cgroupfs answers once the instance's cgroup is removed.
+            return Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+        }
         self.frozen.store(true, Ordering::SeqCst);
         Ok(())
     }
@@ -222,7 +229,7 @@ impl Default for Setup {
 pub(super) struct Harness {
     pub(super) pool: Arc<Pool>,
     pub(super) backend: Arc<FakeBackend>,
-    clock: Arc<ManualClock>,
+    pub(super) clock: Arc<ManualClock>,
 }
 
 impl Harness {
@@ -280,6 +287,7 @@ impl Harness {
                     restore: icebox_core::RestoreMode::Faasnap,
                     state_dir: backend.dir.path().to_path_buf(),
                 },
+                output_budget: icebox_sandbox::OutputBudget::new(64 * MIB),
             },
             Arc::new(EventBus::new()),
             Arc::new(Metrics::new()),
