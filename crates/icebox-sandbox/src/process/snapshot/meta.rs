@@ -15,7 +15,8 @@ use std::path::Path;
 pub const META_FILE: &str = "snapshot.json";
 /// CRIU's images, inside the snapshot directory.
 pub const IMAGES_DIR: &str = "criu";
-const FORMAT: u32 = 1;
+/// 2: the template's uid is recorded (format 1 snapshots ran as the shared uid 65534).
+const FORMAT: u32 = 2;
 
 /// A pipe the dumped root task wrote to (its stdout or stderr): the restore gives it a new one.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -47,6 +48,8 @@ pub struct SnapshotMeta {
     pub memory_bytes: u64,
     pub compaction: CompactStats,
     pub dump_ms: u64,
+    /// The template's uid: criu restores its processes with it (uids.rs pins it).
+    pub uid: Option<u32>,
 }
 
 /// Directories of a runtime that are not its build (function packages, tests, caches).
@@ -137,6 +140,7 @@ impl SnapshotMeta {
             memory_bytes,
             compaction,
             dump_ms,
+            uid: None,
         })
     }
 
