@@ -2,8 +2,9 @@
 //! message-queue bytes and RLIMIT_NPROC per uid, so each crun instance runs as its own uid
 //! from `--uid-range` and one instance exhausting those limits leaves every other one its own.
 
-use icebox_integration::{Auth, Daemon, AUTH};
+use icebox_integration::{wait_for, Activation, Auth, Daemon, StateDir, AUTH};
 use serde_json::{json, Value};
+use std::time::Duration;
 
 /// Reports its credentials; exhausts inotify instances and message-queue bytes (and keeps
 /// them: the instance stays warm holding them); creates one of each; keeps child processes;
@@ -217,5 +218,100 @@ fn an_evicted_instances_uid_is_given_to_the_next_and_an_exhausted_range_is_a_cle
     .expect(200);
     assert_eq!(uid_of(&d, "three"), 170_000, "the evicted instance's uid");
     assert_eq!(uid_of(&d, "two"), 170_001);
+    d.stop();
+}
+
+fn evict_all(d: &Daemon, name: &str) {
+    for i in d.instances() {
+        if i["action"] == format!("guest/{name}") {
+            d.request(
+                "DELETE",
+                &format!("/icebox/v1/instances/{}", i["id"].as_str().unwrap()),
+                Auth::Key(AUTH),
+                None,
+            )
+            .expect(200);
+        }
+    }
+}
+
+/// A cold start of `name` that the daemon restored from its snapshot.
+fn restored(d: &Daemon, name: &str) -> Activation {
+    evict_all(d, name);
+    let a = d.invoke(name, json!({})).expect_success();
+    assert!(
+        a.annotation("icebox.restore").is_some_and(Value::is_string),
+        "not a restore: {a:?}"
+    );
+    a
+}
+
+#[test]
+fn restored_instances_run_as_their_snapshots_uid_which_no_other_action_gets_across_a_restart() {
+    let state = StateDir::new();
+    let flags = ["--uid-range", "170010-170013", "--prewarm", "none"];
+    let d = Daemon::start_on(&state, &flags);
+    let body = json!({"exec": {"kind": "python:3", "code": PY_LIMITS},
+                      "annotations": [{"key": "icebox.snapshot", "value": true}]});
+    d.put_action("snap", &body).expect(200);
+    d.invoke("snap", json!({})).expect_success();
+    wait_for("the snapshot", Duration::from_secs(60), || {
+        d.get_json("/icebox/v1/snapshots")
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["action"] == "guest/snap" && s["state"] == "ready")
+            .cloned()
+    });
+    evict_all(&d, "snap");
+    // Three fresh instances and the pinned uid fill the range of four: had the pin not held,
+    // one of them would have taken it (the lowest free uid goes first).
+    let others = ["other1", "other2", "other3"];
+    deploy(&d, &others);
+    let fresh = |d: &Daemon| others.map(|o| uid_of(d, o));
+    let before = fresh(&d);
+    let pinned = restored(&d, "snap").result()["uid"].as_u64().unwrap();
+    assert!((170_010..=170_013).contains(&pinned), "{pinned}");
+    assert!(
+        !before.contains(&pinned),
+        "{before:?} took the snapshot's uid {pinned}"
+    );
+    d.stop();
+
+    // The next daemon pins the snapshot's uid again before any restore asks for it.
+    let d = Daemon::start_on(&state, &flags);
+    let after = fresh(&d);
+    assert!(
+        !after.contains(&pinned),
+        "after a restart {after:?} took the snapshot's uid {pinned}"
+    );
+    assert_eq!(restored(&d, "snap").result()["uid"], pinned);
+    d.stop();
+}
+
+#[test]
+fn after_a_crash_the_next_daemon_frees_the_uids_of_the_instances_left_behind() {
+    let state = StateDir::new();
+    let flags = ["--uid-range", "170020-170021", "--prewarm", "none"];
+    let d = Daemon::start_on(&state, &flags);
+    deploy(&d, &["left"]);
+    // Its instance holds children and exhausted limits when the daemon dies.
+    assert_eq!(uid_of(&d, "left"), 170_020);
+    call(&d, "left", json!({"op": "children", "n": 5}));
+    call(&d, "left", json!({"op": "exhaust"}));
+    d.kill9();
+
+    let d = Daemon::start_on(&state, &flags);
+    deploy(&d, &["next"]);
+    assert_eq!(
+        uid_of(&d, "next"),
+        170_020,
+        "the orphan's uid comes back once it is cleaned up"
+    );
+    assert_eq!(
+        call(&d, "next", json!({"op": "one"})),
+        json!({"inotify": "ok", "mq": "ok"}),
+        "nothing of the orphan is still charged to the uid"
+    );
     d.stop();
 }
