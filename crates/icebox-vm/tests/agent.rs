@@ -53,7 +53,7 @@ async fn hello_describes_the_guest_and_instances_outlive_a_session() {
     let mut first = vec![0u8; 64];
     let n = out.read(&mut first).await.unwrap();
     let first = String::from_utf8_lossy(&first[..n]).to_string();
-    assert!(first.starts_with("65534 65534 True False"), "{first}");
+    assert!(first.starts_with("10000 10000 True False"), "{first}");
 
     // The host goes away: the agent keeps the instance; its output waits in the guest.
     vm.agent.close().await;
@@ -129,6 +129,52 @@ async fn exits_are_events_and_replayed_to_a_new_events_stream() {
     let mut got = vec![0u8; 16];
     conn.read_exact(&mut got).await.unwrap();
     assert_eq!(&got, b"THROUGH THE PORT");
+    vm.shutdown(Duration::from_secs(2)).await;
+}
+
+/// The first line an instance prints.
+async fn first_line(agent: &AgentClient, id: &str) -> String {
+    let mut out = agent.open_output(id, 1).await.unwrap();
+    let mut line = Vec::new();
+    let mut buf = [0u8; 256];
+    while !line.contains(&b'\n') {
+        let n = tokio::time::timeout(Duration::from_secs(60), out.read(&mut buf))
+            .await
+            .expect("a line within a minute")
+            .unwrap();
+        assert!(
+            n > 0,
+            "{id} closed its output: {:?}",
+            String::from_utf8_lossy(&line)
+        );
+        line.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&line).to_string();
+    line.lines().next().unwrap_or_default().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_of_a_vm_have_their_own_uids_and_per_user_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let vm = boot(dir.path(), 256).await;
+    // Holds inotify instances until EMFILE (the per-uid limit), then waits.
+    let hog = "import ctypes, os, time\nlibc = ctypes.CDLL(None, use_errno=True)\nn = 0\nwhile n < 100000 and libc.inotify_init1(0) >= 0:\n    n += 1\nprint(os.getuid(), os.getgid(), n, ctypes.get_errno(), flush=True)\ntime.sleep(3600)\n";
+    let probe = "import ctypes, os, time\nlibc = ctypes.CDLL(None, use_errno=True)\nfd = libc.inotify_init1(0)\nprint(os.getuid(), os.getgid(), 'ok' if fd >= 0 else ctypes.get_errno(), flush=True)\ntime.sleep(3600)\n";
+    vm.agent.start(&shell("hog", hog)).await.unwrap();
+    let hogged = first_line(&vm.agent, "hog").await;
+    let f: Vec<&str> = hogged.split(' ').collect();
+    assert_eq!(
+        (f[0], f[1], f[3]),
+        ("10000", "10000", "24"),
+        "EMFILE: {hogged}"
+    );
+    vm.agent.start(&shell("probe", probe)).await.unwrap();
+    assert_eq!(first_line(&vm.agent, "probe").await, "10001 10001 ok");
+
+    // A stopped instance's uid is the next one's (its cgroup is empty once stop returns).
+    vm.agent.stop("hog").await.unwrap();
+    vm.agent.start(&shell("next", probe)).await.unwrap();
+    assert_eq!(first_line(&vm.agent, "next").await, "10000 10000 ok");
     vm.shutdown(Duration::from_secs(2)).await;
 }
 

@@ -71,6 +71,14 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_ISOLATION", default_value = "auto")]
     pub isolation: NodeIsolation,
 
+    /// Uids crun instances run as, FIRST-LAST: each instance gets the lowest free one, so
+    /// per-user kernel limits (inotify instances, message-queue bytes, RLIMIT_NPROC) are its
+    /// own. A uid comes back once the instance's processes are gone; a snapshot keeps its
+    /// template's uid for its restored instances. Needs as many uids as live instances plus
+    /// snapshots, and no other user of them on the host.
+    #[arg(long, env = "ICEBOX_UID_RANGE", default_value = "100000-165535")]
+    pub uid_range: icebox_sandbox::process::UidRange,
+
     /// VM backends (vm, vm-shared), for actions whose `icebox.isolation` asks for one: auto
     /// (when this node can run VMs: root, QEMU, the guest image), on (the daemon refuses to
     /// start without them) or off. A node whose --isolation is vm or vm-shared needs them.
@@ -515,6 +523,17 @@ mod tests {
         assert_eq!(c.isolation.process_mode(), IsolationMode::None);
         assert_eq!(c.isolation.default_isolation(), Isolation::Process);
         assert!(Config::try_parse_from(["iceboxd", "--isolation", "kvm"]).is_err());
+    }
+
+    #[test]
+    fn uid_range_values() {
+        let c = Config::parse_from(["iceboxd"]);
+        assert_eq!(c.uid_range.to_string(), "100000-165535");
+        let c = Config::parse_from(["iceboxd", "--uid-range", "200000-200009"]);
+        assert_eq!(c.uid_range.len(), 10);
+        for bad in ["200000", "9-3", "60000-70000"] {
+            assert!(Config::try_parse_from(["iceboxd", "--uid-range", bad]).is_err());
+        }
     }
 
     #[test]

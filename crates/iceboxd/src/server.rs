@@ -64,6 +64,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             cfg.max_instances
         );
     }
+    for overlap in backend.set_uid_range(cfg.uid_range) {
+        tracing::warn!(
+            "--uid-range {} overlaps what this host already uses ({overlap}): its processes share \
+             per-user limits with the instances given those uids",
+            cfg.uid_range
+        );
+    }
     if cfg.snapshots {
         enable_process_snapshots(&mut backend, &cfg, &runtimes_dir);
     }

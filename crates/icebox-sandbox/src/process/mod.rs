@@ -9,11 +9,12 @@ mod rlimit;
 mod sandbox;
 mod snapshot;
 mod socket_dir;
+mod uids;
 
 pub use self::crun::Crun;
-pub use self::oci::{SANDBOX_GID, SANDBOX_UID};
 pub use self::rlimit::DEFAULT_NOFILE;
 pub use self::sandbox::ProcessSandbox;
+pub use self::uids::{UidPool, UidRange};
 
 use self::sandbox::Isolation;
 use crate::cgroup::{CgroupLimits, CgroupRoot, CgroupVersion};
@@ -31,6 +32,9 @@ use std::time::Duration;
 
 /// How long a runtime may take from exec to accepting on its socket (JVMs under load are slow).
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How deep below the state directory snapshots are looked for at start-up (iceboxd keeps
+/// them in `snapshots/<action>/<isolation>-<version>/image`).
+const SNAPSHOT_DEPTH: usize = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IsolationMode {
@@ -55,6 +59,7 @@ impl std::str::FromStr for IsolationMode {
 }
 
 pub struct ProcessBackend {
+    state_dir: PathBuf,
     instances_dir: PathBuf,
     rootfs: PathBuf,
     /// Parent cgroup of every instance of this daemon, e.g. `icebox-1a2b3c4d`.
@@ -65,6 +70,8 @@ pub struct ProcessBackend {
     criu: Option<Criu>,
     /// RLIMIT_NOFILE of instance processes.
     nofile: u64,
+    /// Each crun instance's own uid (without crun instances run as the daemon's user).
+    uids: Option<Arc<UidPool>>,
 }
 
 impl ProcessBackend {
@@ -113,14 +120,31 @@ impl ProcessBackend {
             None
         };
         Ok(ProcessBackend {
+            state_dir: state_dir.to_path_buf(),
             instances_dir,
             rootfs,
             cgroup_parent: format!("icebox-{tag}"),
             cgroups,
+            uids: use_crun.then(|| UidPool::new(UidRange::DEFAULT)),
             crun,
             criu: None,
             nofile: rlimit::DEFAULT_NOFILE,
         })
+    }
+
+    /// The uids crun instances run as (`--uid-range`); before the first start. What already
+    /// uses uids of the range on this host is returned, to be reported.
+    pub fn set_uid_range(&mut self, range: UidRange) -> Vec<String> {
+        if self.uids.is_none() {
+            return Vec::new();
+        }
+        self.uids = Some(UidPool::new(range));
+        range.host_overlaps()
+    }
+
+    /// `None` when instances do not get a uid of their own (no crun).
+    pub fn uid_range(&self) -> Option<UidRange> {
+        self.uids.as_ref().map(|u| u.range())
     }
 
     pub fn isolated(&self) -> bool {
@@ -159,16 +183,23 @@ impl ProcessBackend {
         dir: &Path,
     ) -> Result<Arc<dyn Sandbox>, SandboxError> {
         let cgroups = self.cgroups.as_ref().expect("crun implies cgroups");
+        let mut uid = self.uids.as_ref().expect("crun implies uids").take()?;
         let limits = CgroupLimits {
             memory_bytes: Some(spec.memory_limit_bytes),
             pids_max: Some(spec.pids_max),
             cpu_weight: None,
         };
         let cgroup = cgroups.create(&format!("{}/{}", self.cgroup_parent, spec.id), &limits)?;
+        uid.watch(&cgroup);
 
         let bundle = dir.join("bundle");
         std::fs::create_dir_all(&bundle)?;
-        let config = oci::config(spec, &self.rootfs.to_string_lossy(), self.nofile);
+        let config = oci::config(
+            spec,
+            &self.rootfs.to_string_lossy(),
+            uid.uid(),
+            self.nofile,
+        );
         std::fs::write(
             bundle.join("config.json"),
             serde_json::to_vec(&config).map_err(anyhow::Error::from)?,
@@ -236,6 +267,7 @@ impl ProcessBackend {
             },
         );
         sandbox.set_spec(spec.clone());
+        sandbox.set_uid(uid);
         sandbox.watch(out_rx, err_rx, sandbox::ExitWatch::Pidfd(exit_fd));
         Ok(sandbox)
     }
@@ -366,6 +398,11 @@ impl SandboxBackend for ProcessBackend {
                 sandbox::crun_delete(crun, id).await;
             }
             let _ = std::fs::remove_dir_all(self.instance_dir(id));
+        }
+        // An orphan whose cgroup could not be emptied keeps its uid by itself (a uid any host
+        // process runs as is never handed out); a snapshot's uid must be pinned again.
+        if let Some(uids) = &self.uids {
+            uids.pin_snapshots_under(&self.state_dir, SNAPSHOT_DEPTH);
         }
         Ok(ids.len())
     }

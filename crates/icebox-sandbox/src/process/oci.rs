@@ -1,5 +1,6 @@
 //! The OCI runtime spec (config.json) crun runs an instance with: every namespace but user,
-//! no capabilities, no_new_privs, a deny-list seccomp filter, an unprivileged uid, a read-only
+//! no capabilities, no_new_privs, a deny-list seccomp filter, the instance's own unprivileged
+//! uid (uids.rs), a read-only
 //! view of the host's /usr and /etc, and private size-limited tmpfs mounts for /tmp and for
 //! the proxy socket's directory: nothing of the host is writable from inside.
 
@@ -11,10 +12,6 @@ pub const RUNTIME_MOUNT: &str = "/opt/icebox/runtime";
 pub const SOCKET_DIR_INSIDE: &str = "/run/icebox";
 pub const SOCKET_NAME: &str = "proxy.sock";
 pub const SOCKET_INSIDE: &str = "/run/icebox/proxy.sock";
-
-/// nobody:nogroup on Debian.
-pub const SANDBOX_UID: u32 = 65534;
-pub const SANDBOX_GID: u32 = 65534;
 
 /// Syscalls an action never needs and that widen the kernel attack surface; the same family
 /// Docker's and Podman's default profiles deny. Without capabilities most fail anyway; the
@@ -75,8 +72,10 @@ const DENIED_SYSCALLS: &[&str] = &[
     "vm86old",
 ];
 
-/// `nofile`: RLIMIT_NOFILE of every process of the instance (rlimit.rs).
-pub fn config(spec: &InstanceSpec, rootfs: &str, nofile: u64) -> Value {
+/// `uid` is the instance's own (its group has the same number): the writable mounts are
+/// created owned by it, nothing on the host is. `nofile`: RLIMIT_NOFILE of every process of
+/// the instance (rlimit.rs).
+pub fn config(spec: &InstanceSpec, rootfs: &str, uid: u32, nofile: u64) -> Value {
     let mut env = vec![
         "PATH=/usr/local/bin:/usr/bin:/bin".to_string(),
         "HOME=/tmp".to_string(),
@@ -117,9 +116,11 @@ pub fn config(spec: &InstanceSpec, rootfs: &str, nofile: u64) -> Value {
         json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
                "options": ["nosuid", "strictatime", "mode=755", "size=64k"]}),
         json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
-               "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=16m"]}),
+               "options": ["nosuid", "noexec", "nodev", "mode=1777", format!("uid={uid}"),
+                           format!("gid={uid}"), "size=16m"]}),
         json!({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
-               "options": ["nosuid", "nodev", "mode=1777", format!("size={}", spec.tmp_bytes)]}),
+               "options": ["nosuid", "nodev", "mode=1777", format!("uid={uid}"), format!("gid={uid}"),
+                           format!("size={}", spec.tmp_bytes)]}),
         ro_bind("/usr", "/usr"),
         ro_bind("/etc", "/etc"),
         ro_bind(RUNTIME_MOUNT, &spec.runtime.dir.to_string_lossy()),
@@ -127,15 +128,15 @@ pub fn config(spec: &InstanceSpec, rootfs: &str, nofile: u64) -> Value {
         // owner: a tmpfs this small (charged to the instance's memory cgroup) is all it can
         // fill. The daemon reaches the socket through the instance's root (socket_dir.rs).
         json!({"destination": SOCKET_DIR_INSIDE, "type": "tmpfs", "source": "tmpfs",
-               "options": ["nosuid", "nodev", "noexec", "mode=0700", format!("uid={SANDBOX_UID}"),
-                           format!("gid={SANDBOX_GID}"), "size=64k", "nr_inodes=16"]}),
+               "options": ["nosuid", "nodev", "noexec", "mode=0700", format!("uid={uid}"),
+                           format!("gid={uid}"), "size=64k", "nr_inodes=16"]}),
     ];
 
     json!({
         "ociVersion": "1.0.2",
         "process": {
             "terminal": false,
-            "user": {"uid": SANDBOX_UID, "gid": SANDBOX_GID},
+            "user": {"uid": uid, "gid": uid, "additionalGids": []},
             "args": args,
             "env": env,
             "cwd": "/tmp",

@@ -47,6 +47,8 @@ pub struct ProcessSandbox {
     /// What it was started as (a snapshot records it, a restore must match it).
     spec: OnceLock<InstanceSpec>,
     restored: OnceLock<super::snapshot::Restored>,
+    /// The instance's own uid, given back once its processes are gone.
+    uid: std::sync::Mutex<Option<super::uids::UidLease>>,
 }
 
 impl ProcessSandbox {
@@ -74,6 +76,7 @@ impl ProcessSandbox {
             destroyed: AtomicBool::new(false),
             spec: OnceLock::new(),
             restored: OnceLock::new(),
+            uid: std::sync::Mutex::new(None),
         })
     }
 
@@ -91,6 +94,15 @@ impl ProcessSandbox {
 
     pub(super) fn set_spec(&self, spec: InstanceSpec) {
         let _ = self.spec.set(spec);
+    }
+
+    pub(super) fn set_uid(&self, lease: super::uids::UidLease) {
+        *self.uid.lock().unwrap() = Some(lease);
+    }
+
+    /// The uid its processes run as, when it has one of its own (crun).
+    pub fn uid(&self) -> Option<u32> {
+        self.uid.lock().unwrap().as_ref().map(|l| l.uid())
     }
 
     pub(super) fn restored(&self) -> Option<&super::snapshot::Restored> {
@@ -280,6 +292,8 @@ impl Sandbox for ProcessSandbox {
             restored.stop();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        // After the cgroup's removal: the lease keeps the uid if processes are left.
+        drop(self.uid.lock().unwrap().take());
         tracing::debug!(instance = %self.id, pid = self.main_pid, "sandbox destroyed");
     }
 

@@ -9,6 +9,8 @@
 mod meta;
 mod restored;
 
+pub(super) use self::meta::META_FILE;
+
 pub(super) use self::restored::Restored;
 
 use self::meta::{DumpedPipe, SnapshotMeta, IMAGES_DIR};
@@ -63,36 +65,30 @@ impl Snapshots for ProcessBackend {
             .ok_or_else(|| failed("the instance's spec is unknown"))?
             .clone();
         let started = Instant::now();
-        let result = self.dump(me, criu, dir).await;
+        // Pinned before the template goes, so no other instance gets its uid in between.
+        let uid = me.uid();
+        let pinned = match (uid, &self.uids) {
+            (Some(uid), Some(uids)) => uids.pin(uid, dir).map(|_| Some((uids, uid))),
+            _ => Ok(None),
+        };
+        let (result, pinned) = match pinned {
+            Ok(pinned) => (self.dump(me, criu, dir).await, pinned),
+            Err(e) => (
+                Err(failed(format!("cannot pin the template's uid: {e}"))),
+                None,
+            ),
+        };
         // The template is gone either way: criu kills it after a dump, and one that failed
         // half-way is not worth keeping.
         sandbox.destroy().await;
-        let (pipes, externals, net) = result?;
-
-        let images = dir.join(IMAGES_DIR);
-        let dump_ms = started.elapsed().as_millis() as u64;
-        let criu_version = criu.version.clone();
-        let images_for_meta = images.clone();
-        let meta = tokio::task::spawn_blocking(move || -> std::io::Result<SnapshotMeta> {
-            let compaction = compact::compact_zero_pages(&images_for_meta)?;
-            SnapshotMeta::new(
-                &spec,
-                &criu_version,
-                pipes,
-                externals,
-                net,
-                &images_for_meta,
-                compaction,
-                dump_ms,
-            )
-        })
-        .await
-        .map_err(|e| failed(format!("snapshot post-processing panicked: {e}")))??;
-        loadset_file::remove(dir);
-        meta.write(dir)?;
-        // CRIU wrote its images with the daemon's umask: the action's memory is nobody
-        // else's to read.
-        icebox_snap::private::restrict_tree(dir)?;
+        let written = match result {
+            Ok(dumped) => write_meta(dumped, spec, criu, dir, uid, started).await,
+            Err(e) => Err(e),
+        };
+        if let Some((uids, uid)) = pinned {
+            uids.pinned(uid, written.is_ok());
+        }
+        let meta = written?;
         Ok(SnapshotInfo {
             backend: "crun".into(),
             memory_bytes: meta.memory_bytes,
@@ -129,10 +125,16 @@ impl Snapshots for ProcessBackend {
                 ))
             })?;
         }
+        // Its processes come back with the template's uid (pinned by the snapshot).
+        let uid = match (&self.uids, meta.uid) {
+            (Some(uids), Some(uid)) => uids.share(uid),
+            _ => Err(std::io::Error::other("it records no uid")),
+        }
+        .map_err(|e| failed(format!("snapshot {} refused: {e}", dir.display())))?;
         let instance_dir = self.instance_dir(&spec.id);
         std::fs::create_dir_all(&instance_dir)?;
         match self
-            .restore_into(&spec, dir, &meta, mode, &instance_dir, started)
+            .restore_into(&spec, dir, &meta, mode, &instance_dir, started, uid)
             .await
         {
             Ok(sandbox) => Ok(sandbox),
@@ -225,6 +227,7 @@ impl ProcessBackend {
         Ok((pipes, externals, (empty_net_ns, loopback_up)))
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn restore_into(
         &self,
         spec: &InstanceSpec,
@@ -233,6 +236,7 @@ impl ProcessBackend {
         mode: RestoreMode,
         instance_dir: &Path,
         started: Instant,
+        mut uid: super::uids::UidLease,
     ) -> Result<Arc<dyn Sandbox>, SandboxError> {
         let criu = self.criu.as_ref().expect("checked by the caller");
         let cgroups = self
@@ -246,6 +250,7 @@ impl ProcessBackend {
             cpu_weight: None,
         };
         let cgroup = cgroups.create(&rel, &limits)?;
+        uid.watch(&cgroup);
         let images = dir.join(IMAGES_DIR);
         let work = instance_dir.join("criu");
         std::fs::create_dir_all(&work)?;
@@ -358,6 +363,7 @@ impl ProcessBackend {
             Isolation::Restored { cgroup },
         );
         sandbox.set_spec(spec.clone());
+        sandbox.set_uid(uid);
         let out_rx = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(out_rx))?;
         let err_rx = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(err_rx))?;
         sandbox.watch(out_rx, err_rx, super::sandbox::ExitWatch::Pidfd(exit_fd));
@@ -376,6 +382,43 @@ impl ProcessBackend {
         }
         Ok(sandbox)
     }
+}
+
+/// Drops the dump's zero pages and writes `snapshot.json` (with the template's uid).
+async fn write_meta(
+    (pipes, externals, net): Dumped,
+    spec: InstanceSpec,
+    criu: &icebox_snap::criu::Criu,
+    dir: &Path,
+    uid: Option<u32>,
+    started: Instant,
+) -> Result<SnapshotMeta, SandboxError> {
+    let images = dir.join(IMAGES_DIR);
+    let dump_ms = started.elapsed().as_millis() as u64;
+    let criu_version = criu.version.clone();
+    let images_for_meta = images.clone();
+    let mut meta = tokio::task::spawn_blocking(move || -> std::io::Result<SnapshotMeta> {
+        let compaction = compact::compact_zero_pages(&images_for_meta)?;
+        SnapshotMeta::new(
+            &spec,
+            &criu_version,
+            pipes,
+            externals,
+            net,
+            &images_for_meta,
+            compaction,
+            dump_ms,
+        )
+    })
+    .await
+    .map_err(|e| failed(format!("snapshot post-processing panicked: {e}")))??;
+    meta.uid = uid;
+    loadset_file::remove(dir);
+    meta.write(dir)?;
+    // CRIU wrote its images with the daemon's umask: the action's memory is nobody else's to
+    // read.
+    icebox_snap::private::restrict_tree(dir)?;
+    Ok(meta)
 }
 
 /// Starts what serves a restore's memory: icebox's pager (record, FaaSnap, REAP), criu's own

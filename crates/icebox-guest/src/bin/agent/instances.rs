@@ -12,8 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 
+/// Instances' uids: the lowest free one from here (nothing else in the guest uses them).
+const FIRST_UID: u32 = 10_000;
+
 pub struct Instance {
     pub id: String,
+    uid: u32,
     cgroup: PathBuf,
     pub stdout: Arc<Output>,
     pub stderr: Arc<Output>,
@@ -33,6 +37,8 @@ impl Instance {
 
 pub struct Agent {
     instances: Mutex<HashMap<String, Arc<Instance>>>,
+    /// Uids of live instances and of stopped ones whose cgroup could not be emptied.
+    uids: Mutex<std::collections::BTreeSet<u32>>,
     children: Children,
     pub events: broadcast::Sender<Event>,
 }
@@ -55,6 +61,7 @@ impl Agent {
     pub fn new(children: Children) -> Agent {
         Agent {
             instances: Mutex::new(HashMap::new()),
+            uids: Mutex::new(std::collections::BTreeSet::new()),
             children,
             events: broadcast::channel(1024).0,
         }
@@ -88,6 +95,7 @@ impl Agent {
         if self.get(&req.instance).is_some() {
             return Err(format!("instance {} exists", req.instance));
         }
+        let uid = self.take_uid();
         let cgroup = Path::new(INSTANCES_CGROUP).join(&req.instance);
         let run_dir = Path::new(RUN_DIR).join(&req.instance);
         let setup = || -> std::io::Result<()> {
@@ -104,8 +112,8 @@ impl Agent {
             std::fs::create_dir_all(&run_dir)?;
             let dir =
                 std::ffi::CString::new(run_dir.as_os_str().as_encoded_bytes()).expect("no NUL");
-            // SAFETY: valid path. The proxy (uid 65534) binds its socket here.
-            unsafe { libc::chown(dir.as_ptr(), crate::spawn::UID, crate::spawn::GID) };
+            // SAFETY: valid path. The proxy (running as `uid`) binds its socket here.
+            unsafe { libc::chown(dir.as_ptr(), uid, uid) };
             Ok(())
         };
         let socket = guest_socket_path(&req.instance);
@@ -114,13 +122,16 @@ impl Agent {
                 &req,
                 &socket,
                 &cgroup.join("cgroup.procs").to_string_lossy(),
+                uid,
             )?;
             self.children.spawn(&mut cmd)
         });
         let (mut child, exit_rx) = match spawned {
             Ok(c) => c,
             Err(e) => {
-                remove_dirs(&cgroup, &run_dir).await;
+                if remove_dirs(&cgroup, &run_dir).await {
+                    self.uids.lock().unwrap().remove(&uid);
+                }
                 return Err(format!("cannot start the runtime: {e}"));
             }
         };
@@ -148,6 +159,7 @@ impl Agent {
         let (exit_tx, exit_watch) = watch::channel(None);
         let instance = Arc::new(Instance {
             id: req.instance.clone(),
+            uid,
             cgroup: cgroup.clone(),
             stdout,
             stderr,
@@ -202,8 +214,26 @@ impl Agent {
         }
         instance.stdout.close();
         instance.stderr.close();
-        remove_dirs(&instance.cgroup, &Path::new(RUN_DIR).join(id)).await;
+        // The uid comes back only with an empty cgroup: a process left would keep holding
+        // what the kernel counts against it.
+        if remove_dirs(&instance.cgroup, &Path::new(RUN_DIR).join(id)).await {
+            self.uids.lock().unwrap().remove(&instance.uid);
+        } else {
+            eprintln!(
+                "icebox-guest-agent: the cgroup of {id} could not be removed; uid {} stays taken",
+                instance.uid
+            );
+        }
         Ok(())
+    }
+
+    fn take_uid(&self) -> u32 {
+        let mut uids = self.uids.lock().unwrap();
+        let uid = (FIRST_UID..)
+            .find(|u| !uids.contains(u))
+            .expect("fewer instances than uids");
+        uids.insert(uid);
+        uid
     }
 
     pub async fn set_frozen(&self, id: &str, frozen: bool) -> Result<(), String> {
@@ -289,14 +319,16 @@ async fn wait_ready(instance: &Instance, socket: &str, timeout: Duration) -> Res
     }
 }
 
-async fn remove_dirs(cgroup: &Path, run_dir: &Path) {
+/// True once the cgroup is gone.
+async fn remove_dirs(cgroup: &Path, run_dir: &Path) -> bool {
+    let _ = std::fs::remove_dir_all(run_dir);
     // rmdir of a cgroup fails while its last task is still exiting: retry briefly.
     for _ in 0..200 {
         match std::fs::remove_dir(cgroup) {
-            Ok(()) => break,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Ok(()) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
             Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
         }
     }
-    let _ = std::fs::remove_dir_all(run_dir);
+    false
 }

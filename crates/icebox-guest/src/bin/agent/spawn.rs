@@ -1,16 +1,20 @@
 //! Starting a runtime inside its instance: its own session, its own mount namespace with a
 //! private size-limited /tmp (the root is read-only), its cgroup joined before exec (so every
-//! byte it allocates is charged there), then uid/gid 65534.
+//! byte it allocates is charged there), then the instance's own uid (gid the same number):
+//! the kernel counts inotify instances, message-queue bytes and RLIMIT_NPROC per uid, so
+//! instances of one VM must not share one.
 
 use icebox_guest::protocol::StartRequest;
 use std::ffi::CString;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
-pub const UID: u32 = 65534;
-pub const GID: u32 = 65534;
-
-pub fn command(req: &StartRequest, socket: &str, cgroup_procs: &str) -> std::io::Result<Command> {
+pub fn command(
+    req: &StartRequest,
+    socket: &str,
+    cgroup_procs: &str,
+    uid: u32,
+) -> std::io::Result<Command> {
     let mut argv: Vec<String> = Vec::new();
     if let Some(node) = req.numa_node {
         argv.extend([
@@ -97,8 +101,8 @@ pub fn command(req: &StartRequest, socket: &str, cgroup_procs: &str) -> std::io:
             ))?;
             check(libc::chdir(c"/tmp".as_ptr()))?;
             check(libc::setgroups(0, std::ptr::null()))?;
-            check(libc::setgid(GID))?;
-            check(libc::setuid(UID))?;
+            check(libc::setgid(uid))?;
+            check(libc::setuid(uid))?;
             Ok(())
         });
     }

@@ -17,7 +17,8 @@ use std::path::Path;
 pub const META_FILE: &str = "snapshot.json";
 /// CRIU's images, inside the snapshot directory.
 pub const IMAGES_DIR: &str = "criu";
-/// 2: checksums of the image files (snapshots of format 1 are refused, then rebuilt).
+/// 2: checksums of the image files and the template's uid (format 1 snapshots had neither
+/// and ran as the shared uid 65534: they are refused, then rebuilt).
 const FORMAT: u32 = 2;
 
 /// A pipe the dumped root task wrote to (its stdout or stderr): the restore gives it a new one.
@@ -50,6 +51,8 @@ pub struct SnapshotMeta {
     pub memory_bytes: u64,
     pub compaction: CompactStats,
     pub dump_ms: u64,
+    /// The template's uid: criu restores its processes with it (uids.rs pins it).
+    pub uid: Option<u32>,
 }
 
 /// Directories of a runtime that are not its build (function packages, tests, caches).
@@ -140,6 +143,7 @@ impl SnapshotMeta {
             memory_bytes,
             compaction,
             dump_ms,
+            uid: None,
         })
     }
 
