@@ -343,7 +343,11 @@ impl ProcessBackend {
             }
             let socket_dir = socket_dir::open(pid, &exit_fd)?;
             // CRIU gives back the limit of the dumped processes; this daemon's may differ.
-            super::rlimit::set_nofile(&cgroup.pids(), self.nofile)?;
+            // Setting another uid's limit needs CAP_SYS_RESOURCE, which some hosts' root lacks
+            // (docs/snapshots.md): the instance then keeps the limit it was dumped with.
+            if let Err(e) = super::rlimit::set_nofile(&cgroup.pids(), self.nofile) {
+                tracing::warn!(instance = %spec.id, "the restored instance keeps its dumped open-file limit: {e}");
+            }
             Ok((exit_fd, socket_dir))
         })();
         let (exit_fd, socket_dir) = match setup {
