@@ -2,6 +2,7 @@
 //! library form lets integration tests reach what they need (`server::state_tag`); the rest
 //! is crate-private so unused items surface as warnings.
 
+pub(crate) mod accepted;
 pub(crate) mod api;
 pub(crate) mod auth;
 pub mod config;

@@ -40,6 +40,14 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         &state_dir,
         cfg.init_registry,
     )?);
+    let settled = crate::recorder::settle_unfinished(&registry)
+        .context("recording the activations an earlier run left unfinished")?;
+    if settled > 0 {
+        tracing::warn!(
+            "{settled} activation(s) answered 202 were still running when the node last stopped \
+             (killed or crashed): recorded as failed"
+        );
+    }
     let runtimes_dir = cfg.resolve_runtimes_dir();
     let runtimes = Runtimes::load(&runtimes_dir).with_context(|| {
         format!(
@@ -161,7 +169,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     tracing::info!("{} action(s) in the registry", actions.len());
     let state: AppState = Arc::new(Node {
         registry: registry.clone(),
-        recorder: crate::recorder::Recorder::start(registry.clone(), metrics.recorder.clone()),
+        recorder: crate::recorder::Recorder::start(
+            registry.clone(),
+            metrics.recorder.clone(),
+            cfg.registry_max_bytes,
+        ),
         key,
         pool: pool.clone(),
         events,
@@ -193,7 +205,10 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         stop_rx,
     ));
 
-    let app = crate::api::router(state.clone());
+    let app = crate::api::router(state.clone()).layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        crate::accepted::hold_until_stored,
+    ));
     let shutdown = async {
         shutdown_signal().await;
         tracing::info!("shutting down: removing every instance");

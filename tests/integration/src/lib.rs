@@ -21,7 +21,7 @@ pub use activation::Activation;
 pub use api::{action_path, parse_sse};
 pub use cli::CliOutput;
 pub use daemon::{Daemon, AUTH, NAMESPACE};
-pub use http::{basic, Auth, Reply};
+pub use http::{basic, Auth, Http, Reply};
 pub use neighbour::Neighbour;
 pub use state_dir::StateDir;
 pub use util::{tail, wait_for};
