@@ -68,8 +68,9 @@ pub struct Backlogged {
 /// What the writer takes in, in the order it was handed over.
 enum Entry {
     Record(Arc<ActivationRow>),
-    /// An invocation about to be answered 202; `done` lets the answer go.
-    Accepted(Unfinished, Option<oneshot::Sender<Result<(), String>>>),
+    /// An invocation about to be answered 202; `done` lets the answer go. (Boxed: records
+    /// are the common entry, and every channel slot is as large as the largest variant.)
+    Accepted(Box<Unfinished>, Option<oneshot::Sender<Result<(), String>>>),
 }
 
 impl Entry {
@@ -99,6 +100,8 @@ pub struct Recorder {
 
 struct Shared {
     unwritten: Mutex<Unwritten>,
+    /// A WAL truncation failed (a reader's snapshot) and is retried while idle.
+    wal_owed: std::sync::atomic::AtomicBool,
     metrics: RecorderMetrics,
     max_records: usize,
     max_bytes: usize,
@@ -142,6 +145,7 @@ impl Recorder {
         let (tx, rx) = mpsc::channel();
         let shared = Arc::new(Shared {
             unwritten: Mutex::default(),
+            wal_owed: Default::default(),
             metrics,
             max_records,
             max_bytes,
@@ -215,7 +219,7 @@ impl Recorder {
         let (done, stored) = oneshot::channel();
         if let Some(tx) = self.tx.lock().unwrap().as_ref() {
             // On failure the entry, and `done` with it, is dropped: the await below says so.
-            let _ = tx.send(Entry::Accepted(unfinished, Some(done)));
+            let _ = tx.send(Entry::Accepted(Box::new(unfinished), Some(done)));
         }
         async move {
             stored
@@ -470,6 +474,9 @@ impl Budget {
             }
         }
         shared
+            .wal_owed
+            .store(self.wal_owed, std::sync::atomic::Ordering::Relaxed);
+        shared
             .metrics
             .registry_bytes
             .set(registry.file_bytes() as i64);
@@ -489,7 +496,7 @@ fn write_all(
         for entry in &backlog[..n] {
             match entry {
                 Entry::Record(row) => rows.push(row.clone()),
-                Entry::Accepted(unfinished, _) => marks.push(unfinished),
+                Entry::Accepted(unfinished, _) => marks.push(&**unfinished),
             }
         }
         let duplicates = registry.write_batch(&rows, &marks)?;
@@ -678,6 +685,42 @@ mod tests {
             1,
             "a record larger than a batch goes alone"
         );
+    }
+
+    /// Issue 18's flake: a truncation a reader blocked was never retried, and the files
+    /// stayed over the budget. Once the reader is gone the idle writer truncates by itself.
+    #[test]
+    fn a_truncation_a_reader_blocked_is_retried_while_idle() {
+        const BUDGET: u64 = 4 << 20;
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Arc::new(Registry::open(&dir.path().join("icebox.db")).unwrap());
+        let metrics = RecorderMetrics::default();
+        let recorder = Recorder::start(registry.clone(), metrics.clone(), BUDGET);
+        registry.with_snapshot(|| {
+            for i in 0..8 {
+                let mut big = record(&format!("{i:032x}"));
+                big.logs = vec!["l".repeat(1 << 20)];
+                recorder.record(big);
+            }
+            wait_until("the records are written", || metrics.unwritten.get() == 0);
+            wait_until("a truncation to fail", || {
+                recorder
+                    .shared
+                    .wal_owed
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            });
+            assert!(metrics.logs_dropped.get() > 0);
+            assert!(
+                registry.file_bytes() > BUDGET,
+                "the reader's snapshot keeps the WAL: {}",
+                registry.file_bytes()
+            );
+        });
+        // No write comes after the reader: only the idle retry can truncate.
+        wait_until("the files are within the budget", || {
+            registry.file_bytes() <= BUDGET
+        });
+        recorder.flush_and_stop();
     }
 
     #[test]

@@ -40,13 +40,18 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         &state_dir,
         cfg.init_registry,
     )?);
-    let settled = crate::recorder::settle_unfinished(&registry)
-        .context("recording the activations an earlier run left unfinished")?;
-    if settled > 0 {
-        tracing::warn!(
-            "{settled} activation(s) answered 202 were still running when the node last stopped \
+    // Not fatal: on a full disk the node still starts (degraded, records kept in memory), and
+    // what is left unfinished stays for the next start.
+    match crate::recorder::settle_unfinished(&registry) {
+        Ok(0) => {}
+        Ok(n) => tracing::warn!(
+            "{n} activation(s) answered 202 were still running when the node last stopped \
              (killed or crashed): recorded as failed"
-        );
+        ),
+        Err(e) => tracing::error!(
+            "cannot record the activations an earlier run left unfinished (tried again at the \
+             next start): {e}"
+        ),
     }
     let runtimes_dir = cfg.resolve_runtimes_dir();
     let runtimes = Runtimes::load(&runtimes_dir).with_context(|| {

@@ -37,12 +37,21 @@ impl Registry {
     pub fn shrink_to(&self, target: u64) -> Result<Dropped, RegistryError> {
         let mut conn = self.conn();
         let mut dropped = Dropped::default();
-        let records: i64 = conn.query_row("SELECT count(*) FROM activations", [], |r| r.get(0))?;
+        // Counted only when over: this runs after every batch, and counting walks an index.
+        let mut records: Option<i64> = None;
         loop {
             let live = live_bytes(&conn)?;
             if live <= target {
                 break;
             }
+            let records = match records {
+                Some(n) => n,
+                None => {
+                    let n: i64 =
+                        conn.query_row("SELECT count(*) FROM activations", [], |r| r.get(0))?;
+                    *records.insert(n)
+                }
+            };
             // As many records as, at their average size, hold the excess: few large records
             // are not all stripped at once, many small ones not one transaction each.
             let average = live / records.max(1) as u64;
@@ -133,7 +142,8 @@ impl Registry {
 const VACUUM_AFTER: u64 = 1 << 20;
 
 fn pragma(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
-    conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+    conn.prepare_cached(&format!("PRAGMA {name}"))?
+        .query_row([], |r| r.get(0))
 }
 
 fn free_bytes(conn: &Connection) -> rusqlite::Result<u64> {

@@ -166,6 +166,19 @@ fn encode<T: serde::Serialize>(value: &T) -> Result<String, RegistryError> {
 
 #[cfg(test)]
 impl Registry {
+    /// Runs `f` while a reader holds a snapshot taken before it (a slow page of activations):
+    /// the WAL cannot be truncated meanwhile.
+    pub(crate) fn with_snapshot<R>(&self, f: impl FnOnce() -> R) -> R {
+        let reader = self.readers.get().expect("a file-backed registry");
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = reader
+            .query_row("SELECT count(*) FROM activations", [], |r| r.get(0))
+            .unwrap();
+        let out = f();
+        reader.execute_batch("COMMIT").unwrap();
+        out
+    }
+
     /// Makes every write fail as on a read-only database (a full disk fails the same way).
     pub(crate) fn set_writes_failing(&self, failing: bool) {
         self.conn()
