@@ -535,6 +535,7 @@ mod tests {
             instances: 1,
             default_isolation: "process".into(),
             isolations: vec![],
+            registry: None,
         };
         let line = health_line(&h, "http://127.0.0.1:8740");
         assert!(
@@ -565,6 +566,7 @@ mod tests {
                 iso("vm", None),
                 iso("vm-shared", Some("no guest image")),
             ],
+            registry: None,
         };
         let line = health_line(&h, "http://x");
         assert!(
@@ -602,6 +604,7 @@ mod tests {
             instances: 5,
             default_isolation: "process".into(),
             isolations: vec![],
+            registry: None,
         };
         let line = health_line(&h, "http://127.0.0.1:8740");
         assert!(

@@ -30,6 +30,20 @@ pub struct Health {
     /// Every isolation and its backend here, or why this node has none.
     #[serde(default)]
     pub isolations: Vec<IsolationView>,
+    /// The registry's files against their byte budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<RegistryUsage>,
+}
+
+/// The registry's files (database and WAL) against `--registry-max-bytes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegistryUsage {
+    pub bytes: u64,
+    pub max_bytes: u64,
+    /// Records whose logs were dropped to stay within the budget, since the daemon started.
+    pub logs_dropped: u64,
+    /// Records deleted to stay within the budget, since the daemon started.
+    pub records_dropped: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -155,6 +155,11 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_ACTIVATION_MAX_AGE", default_value = "7d", value_parser = humantime::parse_duration)]
     pub activation_max_age: Duration,
 
+    /// Byte budget of the registry's files (icebox.db and its WAL). Past it the oldest
+    /// records' logs are dropped first, then the oldest records.
+    #[arg(long, env = "ICEBOX_REGISTRY_MAX_BYTES", default_value = "1GiB", value_parser = parse_registry_budget)]
+    pub registry_max_bytes: u64,
+
     /// Largest request body accepted (OpenWhisk's payload limit).
     #[arg(long, env = "ICEBOX_MAX_PAYLOAD", default_value = "5MiB", value_parser = parse_size)]
     pub max_payload: u64,
@@ -402,6 +407,20 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .parse::<bytesize::ByteSize>()
         .map(|b| b.as_u64())
         .map_err(|e| format!("invalid size '{s}': {e} (examples: 2GiB, 512MiB, 1073741824)"))
+}
+
+/// Below this the budget could not hold a batch of records next to the schema and actions.
+const MIN_REGISTRY_BYTES: u64 = 4 << 20;
+
+fn parse_registry_budget(s: &str) -> Result<u64, String> {
+    let bytes = parse_size(s)?;
+    if bytes < MIN_REGISTRY_BYTES {
+        return Err(format!(
+            "{s} is too small for the registry: at least {}MiB",
+            MIN_REGISTRY_BYTES >> 20
+        ));
+    }
+    Ok(bytes)
 }
 
 impl Config {

@@ -189,6 +189,26 @@ impl Metrics {
             "Failed attempts to write activation records to the registry",
             recorder.write_failures.clone(),
         );
+        registry.register(
+            "registry_bytes",
+            "Bytes of the registry's files (database and WAL), as of the last write",
+            recorder.registry_bytes.clone(),
+        );
+        registry.register(
+            "registry_max_bytes",
+            "The byte budget of the registry's files (--registry-max-bytes)",
+            recorder.registry_max_bytes.clone(),
+        );
+        registry.register(
+            "registry_logs_dropped",
+            "Activation records whose logs were dropped to keep the registry within its byte budget",
+            recorder.logs_dropped.clone(),
+        );
+        registry.register(
+            "registry_records_dropped",
+            "Activation records deleted to keep the registry within its byte budget",
+            recorder.records_dropped.clone(),
+        );
         let offload = crate::offload_metrics::OffloadMetrics::register(&mut registry);
         let snapshots = crate::snapshot_metrics::SnapshotMetrics::register(&mut registry);
         let partitions = crate::partition_events::PartitionMetrics::register(&mut registry);

@@ -2,22 +2,30 @@
 //! registry in batches, and records not yet written are served from memory, so a client that
 //! reads its activation right after the response still finds it.
 //!
+//! An invocation answered 202 goes through here too, before the answer leaves: the writer
+//! stores its id (as unfinished) in its next batch and only then lets the answer go, so a
+//! crash cannot lose an id a client holds (see [`Recorder::accept`]).
+//!
 //! When the registry cannot be written (disk full, read-only file) nothing is dropped: the
 //! records stay in memory, the writer retries with backoff until they go in, health reports
 //! `degraded`, and past [`MAX_UNWRITTEN`] records (or [`MAX_UNWRITTEN_BYTES`]) new invocations
 //! are refused rather than run and lost.
 
-use crate::registry::{ActivationRow, Registry};
-use icebox_core::ActivationRecord;
+use crate::registry::{ActivationRow, Registry, Unfinished};
+use icebox_core::{ActivationRecord, ActivationResponse, ActivationStatus, KeyValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// Most records written in one transaction.
 const BATCH: usize = 256;
+/// And most bytes of records: the WAL holds a whole transaction, and results and logs can be
+/// megabytes each. A single larger record still goes in alone.
+const BATCH_BYTES: usize = 8 << 20;
 /// Records held in memory, not yet in the registry, beyond which invocations are refused.
 pub const MAX_UNWRITTEN: usize = 10_000;
 /// The same bound in bytes of record JSON (logs and results make records large).
@@ -34,6 +42,14 @@ pub struct RecorderMetrics {
     pub unwritten: Gauge,
     /// Failed attempts to write records to the registry.
     pub write_failures: Counter,
+    /// Bytes of the registry's files (database and WAL), as of the last write.
+    pub registry_bytes: Gauge,
+    /// The byte budget of those files (`--registry-max-bytes`).
+    pub registry_max_bytes: Gauge,
+    /// Records whose logs were dropped to stay within the budget.
+    pub logs_dropped: Counter,
+    /// Records deleted to stay within the budget.
+    pub records_dropped: Counter,
 }
 
 /// Why a new invocation is refused.
@@ -49,14 +65,43 @@ pub struct Backlogged {
     pub reason: String,
 }
 
+/// What the writer takes in, in the order it was handed over.
+enum Entry {
+    Record(Arc<ActivationRow>),
+    /// An invocation about to be answered 202; `done` lets the answer go. (Boxed: records
+    /// are the common entry, and every channel slot is as large as the largest variant.)
+    Accepted(Box<Unfinished>, Option<oneshot::Sender<Result<(), String>>>),
+}
+
+impl Entry {
+    fn bytes(&self) -> usize {
+        match self {
+            Entry::Record(row) => row.json.len(),
+            Entry::Accepted(..) => 0,
+        }
+    }
+
+    /// Lets a waiting 202 go: its id is in the registry, or (Err) only in memory, like the
+    /// records the registry refuses.
+    fn release(&mut self, outcome: Result<(), String>) {
+        if let Entry::Accepted(_, done) = self {
+            if let Some(done) = done.take() {
+                let _ = done.send(outcome);
+            }
+        }
+    }
+}
+
 pub struct Recorder {
-    tx: Mutex<Option<Sender<Arc<ActivationRow>>>>,
+    tx: Mutex<Option<Sender<Entry>>>,
     shared: Arc<Shared>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 struct Shared {
     unwritten: Mutex<Unwritten>,
+    /// A WAL truncation failed (a reader's snapshot) and is retried while idle.
+    wal_owed: std::sync::atomic::AtomicBool,
     metrics: RecorderMetrics,
     max_records: usize,
     max_bytes: usize,
@@ -71,8 +116,19 @@ struct Unwritten {
 }
 
 impl Recorder {
-    pub fn start(registry: Arc<Registry>, metrics: RecorderMetrics) -> Recorder {
-        Self::with_bounds(registry, metrics, MAX_UNWRITTEN, MAX_UNWRITTEN_BYTES)
+    /// `registry_max_bytes` bounds the registry's files (see [`Budget`]).
+    pub fn start(
+        registry: Arc<Registry>,
+        metrics: RecorderMetrics,
+        registry_max_bytes: u64,
+    ) -> Recorder {
+        Self::with_bounds(
+            registry,
+            metrics,
+            MAX_UNWRITTEN,
+            MAX_UNWRITTEN_BYTES,
+            registry_max_bytes,
+        )
     }
 
     fn with_bounds(
@@ -80,10 +136,16 @@ impl Recorder {
         metrics: RecorderMetrics,
         max_records: usize,
         max_bytes: usize,
+        registry_max_bytes: u64,
     ) -> Recorder {
+        metrics
+            .registry_max_bytes
+            .set(registry_max_bytes.min(i64::MAX as u64) as i64);
+        let budget = Budget::new(registry_max_bytes);
         let (tx, rx) = mpsc::channel();
         let shared = Arc::new(Shared {
             unwritten: Mutex::default(),
+            wal_owed: Default::default(),
             metrics,
             max_records,
             max_bytes,
@@ -91,7 +153,7 @@ impl Recorder {
         let writer_shared = shared.clone();
         let writer = std::thread::Builder::new()
             .name("activation-writer".into())
-            .spawn(move || write_loop(&registry, rx, &writer_shared))
+            .spawn(move || write_loop(&registry, rx, &writer_shared, budget))
             .expect("spawning the activation writer thread");
         Recorder {
             tx: Mutex::new(Some(tx)),
@@ -133,12 +195,36 @@ impl Recorder {
             }
             self.shared.metrics.unwritten.set(u.rows.len() as i64);
         }
-        let sent = self.tx.lock().unwrap().as_ref().map(|tx| tx.send(row));
+        let sent = self
+            .tx
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|tx| tx.send(Entry::Record(row)));
         if !matches!(sent, Some(Ok(()))) {
             tracing::error!(
                 activation = %record.activation_id,
                 "the activation writer has stopped; the record is kept in memory only"
             );
+        }
+    }
+
+    /// Stores the id of an invocation about to be answered 202, in the writer's next batch;
+    /// resolves once it is committed (Ok) or, while the registry refuses writes, kept in
+    /// memory with the records (Err, the reason). A commit survives the daemon being killed.
+    pub fn accept(
+        &self,
+        unfinished: Unfinished,
+    ) -> impl std::future::Future<Output = Result<(), String>> {
+        let (done, stored) = oneshot::channel();
+        if let Some(tx) = self.tx.lock().unwrap().as_ref() {
+            // On failure the entry, and `done` with it, is dropped: the await below says so.
+            let _ = tx.send(Entry::Accepted(Box::new(unfinished), Some(done)));
+        }
+        async move {
+            stored
+                .await
+                .unwrap_or_else(|_| Err("the activation writer has stopped".into()))
         }
     }
 
@@ -181,6 +267,17 @@ impl Recorder {
         ))
     }
 
+    /// The registry's files against their byte budget (for the health view).
+    pub fn registry_usage(&self, registry: &Registry) -> icebox_core::api::RegistryUsage {
+        let m = &self.shared.metrics;
+        icebox_core::api::RegistryUsage {
+            bytes: registry.file_bytes(),
+            max_bytes: m.registry_max_bytes.get().max(0) as u64,
+            logs_dropped: m.logs_dropped.get(),
+            records_dropped: m.records_dropped.get(),
+        }
+    }
+
     /// Write everything accepted so far and stop the writer (daemon shutdown).
     pub fn flush_and_stop(&self) {
         drop(self.tx.lock().unwrap().take());
@@ -190,13 +287,47 @@ impl Recorder {
     }
 }
 
+/// What an activation a crash left unfinished (see [`Recorder::accept`]) says to its client.
+pub const UNFINISHED_ERROR: &str = "The node restarted before the activation ended (it was \
+     killed or crashed): its result and logs are lost, and the action may or may not have run \
+     to completion.";
+
+/// At start, records every activation an earlier run answered 202 and did not finish as a
+/// `whisk internal error`; returns how many.
+pub fn settle_unfinished(registry: &Registry) -> Result<usize, crate::registry::RegistryError> {
+    registry.settle_unfinished(|u| {
+        ActivationRow::new(&ActivationRecord {
+            namespace: u.namespace.clone(),
+            name: u.name.clone(),
+            version: u.version.clone(),
+            subject: u.subject.clone(),
+            activation_id: u.activation_id.clone(),
+            start: u.start,
+            // When it ended is not known; the record claims no duration.
+            end: u.start,
+            duration: 0,
+            status_code: ActivationStatus::InternalError.code(),
+            response: ActivationResponse::new(
+                ActivationStatus::InternalError,
+                serde_json::json!({ "error": UNFINISHED_ERROR }),
+            ),
+            logs: vec![],
+            annotations: vec![KeyValue {
+                key: "path".into(),
+                value: serde_json::json!(format!("{}/{}", u.namespace, u.name)),
+            }],
+            publish: false,
+        })
+    })
+}
+
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Unwritten> {
         self.unwritten.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Forgets rows now in the registry (after their commit, so a reader always finds them).
-    fn written(&self, rows: &[Arc<ActivationRow>]) {
+    fn written<'a>(&self, rows: impl Iterator<Item = &'a Arc<ActivationRow>>) {
         let mut u = self.lock();
         for row in rows {
             // The same id taken in again meanwhile (it cannot be, ids are random) stays.
@@ -212,15 +343,30 @@ impl Shared {
     }
 }
 
-fn write_loop(registry: &Registry, rx: Receiver<Arc<ActivationRow>>, shared: &Shared) {
-    let mut backlog: Vec<Arc<ActivationRow>> = Vec::new();
+fn write_loop(registry: &Registry, rx: Receiver<Entry>, shared: &Shared, mut budget: Budget) {
+    let mut backlog: Vec<Entry> = Vec::new();
     let mut retry = FIRST_RETRY;
     let mut stopping: Option<Instant> = None;
+    // A budget lowered since the last run applies at once.
+    budget.enforce(registry, shared);
     loop {
         if backlog.is_empty() {
-            match rx.recv() {
-                Ok(row) => backlog.push(row),
-                Err(_) => return,
+            // While a WAL truncation is owed, idle time is spent retrying it.
+            let next = if budget.wal_owed {
+                match rx.recv_timeout(WAL_RETRY) {
+                    Ok(entry) => Ok(entry),
+                    Err(RecvTimeoutError::Timeout) => {
+                        budget.truncate_wal(registry, shared);
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => Err(()),
+                }
+            } else {
+                rx.recv().map_err(|_| ())
+            };
+            match next {
+                Ok(entry) => backlog.push(entry),
+                Err(()) => return,
             }
         }
         backlog.extend(rx.try_iter());
@@ -230,11 +376,17 @@ fn write_loop(registry: &Registry, rx: Receiver<Arc<ActivationRow>>, shared: &Sh
                     tracing::info!("activation records are written to the registry again");
                 }
                 retry = FIRST_RETRY;
+                budget.enforce(registry, shared);
                 continue;
             }
             Err(e) => e,
         };
         shared.metrics.write_failures.inc();
+        // The 202s waiting on this backlog go now rather than after the registry recovers.
+        let reason = error.to_string();
+        backlog
+            .iter_mut()
+            .for_each(|e| e.release(Err(reason.clone())));
         let first = shared.lock().failing.replace(error.to_string()).is_none();
         if first {
             tracing::error!(
@@ -266,28 +418,125 @@ fn write_loop(registry: &Registry, rx: Receiver<Arc<ActivationRow>>, shared: &Sh
     }
 }
 
+/// How often an owed WAL truncation is retried while the writer is idle.
+const WAL_RETRY: Duration = Duration::from_millis(50);
+
+/// Keeps the registry's files (database and WAL) within `--registry-max-bytes`: after every
+/// batch, data beyond the target goes (oldest logs, then oldest records) and the WAL is
+/// truncated when the files are over the budget. A truncation that a reader's snapshot
+/// blocks is owed, and retried while idle until it succeeds: nothing else would shrink the
+/// WAL, and the files would stay over the budget.
+struct Budget {
+    max_bytes: u64,
+    wal_owed: bool,
+}
+
+impl Budget {
+    fn new(max_bytes: u64) -> Budget {
+        Budget {
+            max_bytes,
+            wal_owed: false,
+        }
+    }
+
+    /// The data's share of the budget; the rest is room for the WAL between truncations (a
+    /// batch, and SQLite's auto-checkpoint interval of about 4 MiB).
+    fn target(&self) -> u64 {
+        let wal_room = (self.max_bytes / 4).min(8 * BATCH_BYTES as u64);
+        self.max_bytes - wal_room
+    }
+
+    fn enforce(&mut self, registry: &Registry, shared: &Shared) {
+        match registry.shrink_to(self.target()) {
+            Ok(dropped) if dropped.logs > 0 || dropped.records > 0 => {
+                tracing::info!(
+                    logs = dropped.logs,
+                    records = dropped.records,
+                    "the registry is over its byte budget of {} bytes: dropped the logs of the \
+                     oldest records, then the oldest records",
+                    self.max_bytes
+                );
+                shared.metrics.logs_dropped.inc_by(dropped.logs);
+                shared.metrics.records_dropped.inc_by(dropped.records);
+                self.wal_owed = true;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("cannot bring the registry within its byte budget: {e}"),
+        }
+        if registry.file_bytes() > self.max_bytes {
+            self.wal_owed = true;
+        }
+        if self.wal_owed {
+            self.truncate_wal(registry, shared);
+        }
+        shared
+            .metrics
+            .registry_bytes
+            .set(registry.file_bytes() as i64);
+    }
+
+    fn truncate_wal(&mut self, registry: &Registry, shared: &Shared) {
+        match registry.truncate_wal() {
+            Ok(done) => self.wal_owed = !done,
+            Err(e) => {
+                tracing::warn!("cannot truncate the registry's WAL: {e}");
+                self.wal_owed = false;
+            }
+        }
+        shared
+            .wal_owed
+            .store(self.wal_owed, std::sync::atomic::Ordering::Relaxed);
+        shared
+            .metrics
+            .registry_bytes
+            .set(registry.file_bytes() as i64);
+    }
+}
+
 /// Writes the backlog in batches, oldest first; what was written leaves it, what was not stays.
 fn write_all(
     registry: &Registry,
-    backlog: &mut Vec<Arc<ActivationRow>>,
+    backlog: &mut Vec<Entry>,
     shared: &Shared,
 ) -> Result<(), crate::registry::RegistryError> {
     while !backlog.is_empty() {
-        let n = backlog.len().min(BATCH);
-        let duplicates = registry.insert_activations(&backlog[..n])?;
+        let n = batch_len(backlog);
+        let mut rows = Vec::new();
+        let mut marks = Vec::new();
+        for entry in &backlog[..n] {
+            match entry {
+                Entry::Record(row) => rows.push(row.clone()),
+                Entry::Accepted(unfinished, _) => marks.push(&**unfinished),
+            }
+        }
+        let duplicates = registry.write_batch(&rows, &marks)?;
         for id in duplicates {
             tracing::warn!(activation = %id, "an activation record with this id is already stored; kept the stored one");
         }
-        let written: Vec<_> = backlog.drain(..n).collect();
-        shared.written(&written);
+        shared.written(rows.iter());
+        backlog.drain(..n).for_each(|mut e| e.release(Ok(())));
     }
     Ok(())
+}
+
+/// How many entries of the backlog go in the next transaction.
+fn batch_len(backlog: &[Entry]) -> usize {
+    let mut bytes = 0;
+    let n = backlog
+        .iter()
+        .take(BATCH)
+        .take_while(|e| {
+            let room = bytes == 0 || bytes + e.bytes() <= BATCH_BYTES;
+            bytes += e.bytes();
+            room
+        })
+        .count();
+    n.max(1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use icebox_core::{ActivationResponse, ActivationStatus};
 
     fn record(id: &str) -> ActivationRecord {
         ActivationRecord {
@@ -318,7 +567,7 @@ mod tests {
     #[test]
     fn every_record_reaches_the_registry() {
         let registry = Arc::new(Registry::open_in_memory().unwrap());
-        let recorder = Recorder::start(registry.clone(), RecorderMetrics::default());
+        let recorder = Recorder::start(registry.clone(), RecorderMetrics::default(), u64::MAX);
         for i in 0..1000 {
             recorder.record(record(&format!("{i:032x}")));
         }
@@ -336,7 +585,7 @@ mod tests {
     fn pending_records_are_visible_only_in_their_namespace() {
         let registry = Arc::new(Registry::open_in_memory().unwrap());
         registry.set_writes_failing(true);
-        let recorder = Recorder::start(registry, RecorderMetrics::default());
+        let recorder = Recorder::start(registry, RecorderMetrics::default(), u64::MAX);
         recorder.record(record("x"));
         assert!(recorder.pending("guest", "x").is_some());
         assert!(recorder.pending("other", "x").is_none());
@@ -348,7 +597,8 @@ mod tests {
     fn records_the_registry_refuses_are_kept_and_retried() {
         let registry = Arc::new(Registry::open_in_memory().unwrap());
         let metrics = RecorderMetrics::default();
-        let recorder = Recorder::with_bounds(registry.clone(), metrics.clone(), 3, usize::MAX);
+        let recorder =
+            Recorder::with_bounds(registry.clone(), metrics.clone(), 3, usize::MAX, u64::MAX);
         registry.set_writes_failing(true);
         for id in ["a", "b", "c"] {
             recorder.admit().unwrap();
@@ -382,11 +632,118 @@ mod tests {
         recorder.flush_and_stop();
     }
 
+    fn unfinished(id: &str) -> Unfinished {
+        Unfinished {
+            activation_id: id.into(),
+            namespace: "guest".into(),
+            name: "a".into(),
+            version: "0.0.1".into(),
+            subject: "guest".into(),
+            start: 1,
+        }
+    }
+
+    /// A 202 goes once its id is committed: a crash after it leaves a record at the next start.
+    #[test]
+    fn an_accepted_id_is_committed_before_its_answer_goes() {
+        let registry = Arc::new(Registry::open_in_memory().unwrap());
+        let recorder = Recorder::start(registry.clone(), RecorderMetrics::default(), u64::MAX);
+        futures::executor::block_on(recorder.accept(unfinished("u"))).unwrap();
+        let settled = registry
+            .settle_unfinished(|u| {
+                let mut rec = record(&u.activation_id);
+                rec.logs = vec!["settled".into()];
+                ActivationRow::new(&rec)
+            })
+            .unwrap();
+        assert_eq!(
+            settled, 1,
+            "the id was in the registry when accept resolved"
+        );
+        recorder.flush_and_stop();
+    }
+
+    /// While the registry refuses writes a 202 is not held back: its id stays in memory with
+    /// the records, and goes in when the registry takes writes again.
+    #[test]
+    fn an_accepted_id_waits_in_memory_while_the_registry_refuses() {
+        let registry = Arc::new(Registry::open_in_memory().unwrap());
+        registry.set_writes_failing(true);
+        let recorder = Recorder::start(registry.clone(), RecorderMetrics::default(), u64::MAX);
+        let outcome = futures::executor::block_on(recorder.accept(unfinished("u")));
+        assert!(outcome.unwrap_err().contains("readonly"));
+        registry.set_writes_failing(false);
+        recorder.flush_and_stop();
+        let settled = registry
+            .settle_unfinished(|u| ActivationRow::new(&record(&u.activation_id)))
+            .unwrap();
+        assert_eq!(settled, 1, "the id went in once the registry took writes");
+    }
+
+    #[test]
+    fn large_records_are_written_a_few_at_a_time() {
+        let mut big = record("big");
+        big.logs = vec!["x".repeat(BATCH_BYTES / 3)];
+        let row = Arc::new(ActivationRow::new(&big).unwrap());
+        let backlog: Vec<_> = (0..10).map(|_| Entry::Record(row.clone())).collect();
+        assert_eq!(batch_len(&backlog), 2);
+        let mut huge = record("huge");
+        huge.logs = vec!["x".repeat(BATCH_BYTES * 2)];
+        let huge = Entry::Record(Arc::new(ActivationRow::new(&huge).unwrap()));
+        assert_eq!(
+            batch_len(&[huge]),
+            1,
+            "a record larger than a batch goes alone"
+        );
+    }
+
+    /// Issue 18's flake: a truncation a reader blocked was never retried, and the files
+    /// stayed over the budget. Once the reader is gone the idle writer truncates by itself.
+    #[test]
+    fn a_truncation_a_reader_blocked_is_retried_while_idle() {
+        const BUDGET: u64 = 4 << 20;
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Arc::new(Registry::open(&dir.path().join("icebox.db")).unwrap());
+        let metrics = RecorderMetrics::default();
+        let recorder = Recorder::start(registry.clone(), metrics.clone(), BUDGET);
+        registry.with_snapshot(|| {
+            for i in 0..8 {
+                let mut big = record(&format!("{i:032x}"));
+                big.logs = vec!["l".repeat(1 << 20)];
+                recorder.record(big);
+            }
+            wait_until("the records are written", || metrics.unwritten.get() == 0);
+            wait_until("a truncation to fail", || {
+                recorder
+                    .shared
+                    .wal_owed
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            });
+            assert!(metrics.logs_dropped.get() > 0);
+            assert!(
+                registry.file_bytes() > BUDGET,
+                "the reader's snapshot keeps the WAL: {}",
+                registry.file_bytes()
+            );
+        });
+        // No write comes after the reader: only the idle retry can truncate.
+        wait_until("the files are within the budget", || {
+            registry.file_bytes() <= BUDGET
+        });
+        recorder.flush_and_stop();
+    }
+
     #[test]
     fn the_byte_bound_refuses_too() {
         let registry = Arc::new(Registry::open_in_memory().unwrap());
         registry.set_writes_failing(true);
-        let recorder = Recorder::with_bounds(registry, RecorderMetrics::default(), usize::MAX, 10);
+        let recorder = Recorder::with_bounds(
+            registry,
+            RecorderMetrics::default(),
+            usize::MAX,
+            10,
+            u64::MAX,
+        );
         recorder.record(record("big"));
         assert!(recorder.admit().is_err());
     }

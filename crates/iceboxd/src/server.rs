@@ -40,6 +40,19 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         &state_dir,
         cfg.init_registry,
     )?);
+    // Not fatal: on a full disk the node still starts (degraded, records kept in memory), and
+    // what is left unfinished stays for the next start.
+    match crate::recorder::settle_unfinished(&registry) {
+        Ok(0) => {}
+        Ok(n) => tracing::warn!(
+            "{n} activation(s) answered 202 were still running when the node last stopped \
+             (killed or crashed): recorded as failed"
+        ),
+        Err(e) => tracing::error!(
+            "cannot record the activations an earlier run left unfinished (tried again at the \
+             next start): {e}"
+        ),
+    }
     let tenants = crate::tenants::Tenants::load(&registry, &key)
         .context("loading namespaces and keys from the registry")?;
     let runtimes_dir = cfg.resolve_runtimes_dir();
@@ -180,7 +193,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     tracing::info!("{} action(s) in the registry", actions.len());
     let state: AppState = Arc::new(Node {
         registry: registry.clone(),
-        recorder: crate::recorder::Recorder::start(registry.clone(), metrics.recorder.clone()),
+        recorder: crate::recorder::Recorder::start(
+            registry.clone(),
+            metrics.recorder.clone(),
+            cfg.registry_max_bytes,
+        ),
         tenants,
         pool: pool.clone(),
         events,

@@ -233,3 +233,127 @@ fn kill_9_leaves_no_orphans_after_the_next_start() {
     assert!(!ids.contains(&after.instance().to_string()));
     second.stop();
 }
+
+/// Issue 18: `kill -9` under 20 clients left some non-blocking (202) activation ids a 404
+/// forever. Every id answered with 202 now has a record after the restart: the activation's
+/// own, or a `whisk internal error` saying the node restarted before it ended.
+#[test]
+fn every_202_id_has_a_record_after_kill_9() {
+    use icebox_integration::{Auth, AUTH};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    const CLIENTS: usize = 20;
+    let state = StateDir::new();
+    let d = Daemon::start_on(&state, &["--prewarm", "none"]);
+    d.deploy(
+        "sleepy",
+        "python:3",
+        "import time\ndef main(args):\n    time.sleep(args['s'])\n    return {'n': args['n']}\n",
+        json!({"memory": 128, "timeout": 60000}),
+    );
+    let accepted = Mutex::new(Vec::<(String, u64)>::new());
+    let killed = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for client in 0..CLIENTS {
+            let (d, accepted, killed) = (&d, &accepted, &killed);
+            s.spawn(move || {
+                let http = icebox_integration::Http::new(d.base_url().to_string());
+                for i in 0u64.. {
+                    // Short and long activations: some end before the kill, some run into it.
+                    let params = json!({"n": i, "s": if i % 2 == 0 { 0.0 } else { 2.0 }});
+                    let reply = http.send(
+                        "POST",
+                        "/api/v1/namespaces/_/actions/sleepy?blocking=false",
+                        Auth::Key(AUTH),
+                        Some(params.to_string().as_bytes()),
+                    );
+                    match reply {
+                        Ok(r) if r.status == 202 => {
+                            let id = r.json()["activationId"].as_str().unwrap().to_string();
+                            accepted.lock().unwrap().push((id, i));
+                        }
+                        // A full queue: a later try may fit.
+                        Ok(r) if r.status == 429 || r.status == 503 => {
+                            std::thread::sleep(Duration::from_millis(20))
+                        }
+                        Ok(r) => panic!("client {client}: {} {}", r.status, r.body),
+                        Err(_) if killed.load(Ordering::SeqCst) => return,
+                        Err(e) => panic!("client {client}: {e}"),
+                    }
+                }
+            });
+        }
+        // Kill once some activations have ended (a short one's record is readable) while
+        // the long ones of the moment still run.
+        wait_for(
+            "a short activation to end",
+            Duration::from_secs(120),
+            || {
+                let ids: Vec<String> = accepted
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|(_, n)| n % 2 == 0)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                ids.iter()
+                    .any(|id| {
+                        d.get(&format!("/api/v1/namespaces/_/activations/{id}"))
+                            .status
+                            == 200
+                    })
+                    .then_some(())
+            },
+        );
+        // Its batch commits within milliseconds; more 202s meanwhile.
+        std::thread::sleep(Duration::from_secs(1));
+        killed.store(true, Ordering::SeqCst);
+        // SAFETY: SIGKILL to the daemon this test started (still running, not yet reaped).
+        unsafe { libc::kill(d.pid() as i32, libc::SIGKILL) };
+    });
+    d.kill9();
+    let accepted = accepted.into_inner().unwrap();
+    assert!(accepted.len() >= CLIENTS, "only {} 202s", accepted.len());
+
+    let again = Daemon::start_on(&state, &["--prewarm", "none"]);
+    let (mut ended, mut cut_short, mut missing) = (0, 0, Vec::new());
+    for (id, n) in &accepted {
+        let reply = again.get(&format!("/api/v1/namespaces/_/activations/{id}"));
+        if reply.status == 404 {
+            missing.push(id.clone());
+            continue;
+        }
+        let record = reply.expect(200).json();
+        let response = &record["response"];
+        if response["status"] == "success" {
+            assert_eq!(response["result"]["n"], *n, "{record}");
+            ended += 1;
+        } else {
+            assert_eq!(response["status"], "whisk internal error", "{record}");
+            let error = response["result"]["error"].as_str().unwrap_or_default();
+            assert!(
+                error.contains("restarted before the activation ended"),
+                "{record}"
+            );
+            assert_eq!(record["name"], "sleepy", "{record}");
+            cut_short += 1;
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {} ids answered with 202 have no record after kill -9: {:?}",
+        missing.len(),
+        accepted.len(),
+        &missing[..missing.len().min(5)]
+    );
+    assert!(
+        ended > 0 && cut_short > 0,
+        "the kill should fall between activations that ended and ones that ran into it \
+         ({ended} ended, {cut_short} cut short)"
+    );
+    eprintln!(
+        "{} ids answered 202: {ended} ended, {cut_short} recorded as cut short by the kill",
+        accepted.len()
+    );
+    again.stop();
+}

@@ -194,12 +194,7 @@ impl ProcessBackend {
 
         let bundle = dir.join("bundle");
         std::fs::create_dir_all(&bundle)?;
-        let config = oci::config(
-            spec,
-            &self.rootfs.to_string_lossy(),
-            uid.uid(),
-            self.nofile,
-        );
+        let config = oci::config(spec, &self.rootfs.to_string_lossy(), uid.uid(), self.nofile);
         std::fs::write(
             bundle.join("config.json"),
             serde_json::to_vec(&config).map_err(anyhow::Error::from)?,

@@ -2,6 +2,7 @@
 
 use super::{archive, query, resolve_namespace, ApiError};
 use crate::invoker::{self, Invocation};
+use crate::registry::Unfinished;
 use crate::state::AppState;
 use crate::tenants::Caller;
 use axum::body::Bytes;
@@ -332,6 +333,18 @@ fn validate_exec(state: &AppState, exec: PutExec) -> Result<Exec, ApiError> {
     })
 }
 
+/// The 202 leaves only once its activation id is stored (committed in the recorder's next
+/// batch): a daemon killed while the activation runs then leaves it unfinished, and the next
+/// start records it as failed, instead of the id being a 404 forever. While the registry
+/// refuses writes the id is kept in memory with the records, as they are.
+async fn accepted(state: &AppState, unfinished: Unfinished) -> Response {
+    let id = unfinished.activation_id.clone();
+    if let Err(why) = state.recorder.accept(unfinished).await {
+        tracing::warn!(activation = %id, "answering 202 with the id kept in memory only: {why}");
+    }
+    (StatusCode::ACCEPTED, Json(json!({"activationId": id}))).into_response()
+}
+
 fn not_found(namespace: &str, name: &str) -> ApiError {
     ApiError::not_found(format!(
         "The requested resource does not exist: action '{namespace}/{name}'."
@@ -378,6 +391,7 @@ pub async fn invoke(
     // Only actions that ask for it get the caller's key (OpenWhisk's rule).
     let api_key = action.provides_api_key().then(|| caller.basic.clone());
     let activation_id = invoker::new_activation_id();
+    let version = action.version.clone();
     let inv = Invocation {
         params: action.merged_parameters(&params),
         action,
@@ -392,25 +406,23 @@ pub async fn invoke(
         let _in_flight = in_flight;
         invoker::invoke(&task_state, inv, ticket).await
     };
+    let unfinished = Unfinished {
+        activation_id: activation_id.clone(),
+        namespace: namespace.clone(),
+        name: name.clone(),
+        version: version.clone(),
+        subject: caller.namespace.clone(),
+        start: arrived_ms,
+    };
     if !blocking {
         tokio::spawn(run);
-        return Ok((
-            StatusCode::ACCEPTED,
-            Json(json!({"activationId": activation_id})),
-        )
-            .into_response());
+        return Ok(accepted(&state, unfinished).await);
     }
     // Runs on this request's task (no hand-off on the warm path); if the client hangs up or
     // the blocking wait ends, the activation goes on by itself and is recorded.
     let mut run = crate::detach::Detachable::new(run);
     let record = match tokio::time::timeout(BLOCKING_WAIT, &mut run).await {
-        Err(_) => {
-            return Ok((
-                StatusCode::ACCEPTED,
-                Json(json!({"activationId": activation_id})),
-            )
-                .into_response())
-        }
+        Err(_) => return Ok(accepted(&state, unfinished).await),
         Ok(outcome) => outcome?,
     };
     let status = match record.response.status {

@@ -47,6 +47,7 @@ pub async fn health(State(state): State<AppState>) -> Json<Health> {
                 unavailable: backend.err(),
             })
             .collect(),
+        registry: Some(state.recorder.registry_usage(&state.registry)),
     })
 }
 

@@ -1,5 +1,6 @@
 //! Activation records: written once per invocation, listed newest first, pruned in bulk.
 
+use super::unfinished::Unfinished;
 use super::{
     decode, effective_limit, encode, to_sql_int, Registry, RegistryError, DEFAULT_LIST_LIMIT,
 };
@@ -60,7 +61,8 @@ impl ActivationRow {
     }
 }
 
-const INSERT: &str = "INSERT INTO activations (activation_id, namespace, name, start, record)
+pub(super) const INSERT: &str =
+    "INSERT INTO activations (activation_id, namespace, name, start, record)
      VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (activation_id) DO NOTHING";
 
 // Ties on `start` fall back to insertion order (seq), so paging is stable and the latest write
@@ -77,6 +79,21 @@ const LIST_BY_NAME: &str = "SELECT a.record FROM activations a JOIN
          WHERE namespace = ?1 AND name = ?6 AND start BETWEEN ?2 AND ?3
          ORDER BY start DESC, seq DESC LIMIT ?4 OFFSET ?5) page ON a.seq = page.seq
      ORDER BY a.start DESC, a.seq DESC";
+
+/// Whether the row went in (false: a record with its id is already stored).
+pub(super) fn insert(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    row: &ActivationRow,
+) -> rusqlite::Result<bool> {
+    let inserted = stmt.execute(params![
+        row.activation_id,
+        row.namespace,
+        row.name,
+        to_sql_int(row.start),
+        row.json
+    ])?;
+    Ok(inserted > 0)
+}
 
 impl Registry {
     /// Stores one record. A second record with the same activation id is a conflict. (The
@@ -98,26 +115,36 @@ impl Registry {
 
     /// Stores a batch in one transaction: all of it or, on error, none of it (so the caller
     /// can keep the batch and retry). Returns the ids that were already stored and skipped.
+    #[cfg(test)]
     pub fn insert_activations<R: Borrow<ActivationRow>>(
         &self,
         rows: &[R],
+    ) -> Result<Vec<String>, RegistryError> {
+        self.write_batch(rows, &[])
+    }
+
+    /// [`Self::insert_activations`] with the marks of invocations answered 202 in the same
+    /// transaction. A record clears its activation's mark whichever was taken in first.
+    pub fn write_batch<R: Borrow<ActivationRow>>(
+        &self,
+        rows: &[R],
+        unfinished: &[&Unfinished],
     ) -> Result<Vec<String>, RegistryError> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         let mut duplicates = Vec::new();
         {
+            let mut mark = tx.prepare_cached(super::unfinished::MARK)?;
+            for u in unfinished {
+                super::unfinished::mark(&mut mark, u)?;
+            }
             let mut stmt = tx.prepare_cached(INSERT)?;
+            let mut clear = tx.prepare_cached(super::unfinished::CLEAR)?;
             for row in rows.iter().map(Borrow::borrow) {
-                let inserted = stmt.execute(params![
-                    row.activation_id,
-                    row.namespace,
-                    row.name,
-                    to_sql_int(row.start),
-                    row.json
-                ])?;
-                if inserted == 0 {
+                if !insert(&mut stmt, row)? {
                     duplicates.push(row.activation_id.clone());
                 }
+                clear.execute([&row.activation_id])?;
             }
         }
         tx.commit()?;

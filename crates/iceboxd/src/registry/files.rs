@@ -134,7 +134,7 @@ pub(super) fn make_private(db: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn wal_path(db: &Path, suffix: &str) -> PathBuf {
+pub(super) fn wal_path(db: &Path, suffix: &str) -> PathBuf {
     let mut name = db.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)

@@ -6,19 +6,22 @@
 
 mod actions;
 mod activations;
+mod budget;
 mod files;
 mod pool;
 mod schema;
 mod tenants;
+mod unfinished;
 
 pub use activations::{ActivationFilter, ActivationRow};
 pub use files::open_in_state_dir;
+pub use unfinished::Unfinished;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use icebox_core::now_ms;
 use pool::ReadPool;
 use rusqlite::Connection;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 /// OpenWhisk's list paging: 30 entries by default, at most 200, and 0 meaning the maximum.
@@ -45,6 +48,8 @@ pub struct Registry {
     // into the database on close (read-only connections cannot).
     readers: ReadPool,
     writer: Mutex<Connection>,
+    /// The database file (None in memory), whose size and its WAL's the byte budget bounds.
+    path: Option<PathBuf>,
 }
 
 impl Registry {
@@ -59,13 +64,27 @@ impl Registry {
             files::create_private(path)?;
             let mut conn = Connection::open(path)?;
             schema::configure_file(&conn)?;
+            if let Some(damage) = schema::damage(&conn)? {
+                bail!(
+                    "the registry {} is damaged (PRAGMA quick_check: {damage}): refusing to start \
+                     on it, a write to a damaged page can lose activation records or actions. \
+                     Stop here and restore the file from a backup (with its -wal file, if any); \
+                     `sqlite3 {0} .recover` may salvage what it holds. Or move it aside and \
+                     start once with --init-registry (ICEBOX_INIT_REGISTRY=true) to begin with \
+                     an empty registry on purpose",
+                    path.display()
+                );
+            }
+            schema::enable_incremental_vacuum(&conn, path)?;
             schema::migrate(&mut conn)?;
             if let Err(e) = files::make_private(path) {
                 // Not fatal: a file owned by another user still works, only its mode stays.
                 tracing::warn!("cannot make {} private to this user: {e}", path.display());
             }
             let readers = ReadPool::open(path, pool::READERS, STATEMENT_CACHE_CAPACITY)?;
-            Ok(Registry::new(conn, readers))
+            let mut registry = Registry::new(conn, readers);
+            registry.path = Some(path.to_path_buf());
+            Ok(registry)
         };
         // SQLite opens lazily: a file that is not a database only fails at the first statement,
         // so every setup error is reported against the path.
@@ -85,6 +104,7 @@ impl Registry {
         Registry {
             writer: Mutex::new(conn),
             readers,
+            path: None,
         }
     }
 
@@ -147,6 +167,19 @@ fn encode<T: serde::Serialize>(value: &T) -> Result<String, RegistryError> {
 
 #[cfg(test)]
 impl Registry {
+    /// Runs `f` while a reader holds a snapshot taken before it (a slow page of activations):
+    /// the WAL cannot be truncated meanwhile.
+    pub(crate) fn with_snapshot<R>(&self, f: impl FnOnce() -> R) -> R {
+        let reader = self.readers.get().expect("a file-backed registry");
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = reader
+            .query_row("SELECT count(*) FROM activations", [], |r| r.get(0))
+            .unwrap();
+        let out = f();
+        reader.execute_batch("COMMIT").unwrap();
+        out
+    }
+
     /// Makes every write fail as on a read-only database (a full disk fails the same way).
     pub(crate) fn set_writes_failing(&self, failing: bool) {
         self.conn()
@@ -298,6 +331,36 @@ mod tests {
         let msg = format!("{err:#}");
         assert!(msg.contains(&path.display().to_string()), "{msg}");
         assert!(msg.contains("not a database"), "{msg}");
+    }
+
+    /// Issue 18: garbage in the last page used to go unnoticed until records were lost.
+    #[test]
+    fn a_damaged_page_is_refused_at_open() {
+        use std::io::{Seek, SeekFrom, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.db");
+        {
+            let reg = Registry::open(&path).unwrap();
+            for i in 0..50 {
+                reg.insert_activation(&record("guest", "a", &format!("id{i}"), i))
+                    .unwrap();
+            }
+        }
+        let len = std::fs::metadata(&path).unwrap().len();
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.seek(SeekFrom::Start(len - 4096)).unwrap();
+        f.write_all(&(0..4096).map(|_| rand::random::<u8>()).collect::<Vec<_>>())
+            .unwrap();
+        drop(f);
+        let msg = format!(
+            "{:#}",
+            Registry::open(&path)
+                .err()
+                .expect("a damaged file must be refused")
+        );
+        assert!(msg.contains("is damaged"), "{msg}");
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        assert!(msg.contains("--init-registry"), "{msg}");
     }
 
     #[test]

@@ -48,6 +48,20 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // v2 -> v3
     r#"
+    -- Invocations answered 202 whose record is not written yet: each is in here before its
+    -- client has the id, and leaves when its record goes in (same transaction). What a crash
+    -- leaves here is recorded as failed at the next start, so no id handed out is ever a 404.
+    CREATE TABLE unfinished (
+        activation_id TEXT    PRIMARY KEY,
+        namespace     TEXT    NOT NULL,
+        name          TEXT    NOT NULL,
+        version       TEXT    NOT NULL,
+        subject       TEXT    NOT NULL,
+        start         INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
+    // v3 -> v4
+    r#"
     -- Tenants: namespaces with their quotas (NULL = no limit) and their keys, kept as a salted
     -- SHA-256 of the secret part only, so a copy of the registry gives no one a usable key.
     CREATE TABLE namespaces (
@@ -68,18 +82,69 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
 pub(super) const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Settings for a file-backed registry: WAL lets readers proceed during a write, and
 /// synchronous=NORMAL in WAL mode keeps the database consistent after a crash while skipping
 /// the fsync per commit (a power cut may lose the last few activations, never corrupt).
 pub(super) fn configure_file(conn: &Connection) -> anyhow::Result<()> {
-    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Before WAL: only a file without a page yet takes the setting without a VACUUM.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         bail!("could not switch the registry to WAL journaling (got {mode})");
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(())
+}
+
+/// What `PRAGMA quick_check` finds wrong with the file, if anything. A damaged b-tree is
+/// otherwise only noticed when a write lands on it, and then records are lost: this reads
+/// every page once (a second or so per GiB) so a damaged registry is refused at start.
+pub(super) fn damage(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    // How many problems to list: enough to tell a torn page from a wrecked file.
+    const SHOWN: usize = 5;
+    let checked: rusqlite::Result<Vec<String>> = conn
+        .prepare(&format!("PRAGMA quick_check({SHOWN})"))
+        .and_then(|mut stmt| stmt.query_map([], |r| r.get(0))?.collect());
+    match checked {
+        Ok(lines) if lines.len() == 1 && lines[0] == "ok" => Ok(None),
+        Ok(lines) => Ok(Some(lines.join("; "))),
+        // SQLite stops with SQLITE_CORRUPT (or NOTADB) when the damage is too deep to list.
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            ) =>
+        {
+            Ok(Some(e.to_string()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Freed pages must go back to the file system for the byte budget to bound the file, which
+/// needs incremental auto-vacuum. A registry created before it is rewritten once (VACUUM: a
+/// copy of the file, a few seconds per GiB).
+pub(super) fn enable_incremental_vacuum(
+    conn: &Connection,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    const INCREMENTAL: i64 = 2;
+    let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+    if mode == INCREMENTAL {
+        return Ok(());
+    }
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    tracing::info!(
+        "rewriting the registry {} once so that it can give freed space back (VACUUM)",
+        path.display()
+    );
+    conn.execute_batch("VACUUM")
+        .with_context(|| format!("rewriting {} for incremental vacuum", path.display()))?;
     Ok(())
 }
 

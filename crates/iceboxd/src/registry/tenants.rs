@@ -88,6 +88,7 @@ impl Registry {
         tx.execute("DELETE FROM api_keys WHERE namespace = ?1", [name])?;
         tx.execute("DELETE FROM actions WHERE namespace = ?1", [name])?;
         tx.execute("DELETE FROM activations WHERE namespace = ?1", [name])?;
+        tx.execute("DELETE FROM unfinished WHERE namespace = ?1", [name])?;
         let gone = tx.execute("DELETE FROM namespaces WHERE name = ?1", [name])? > 0;
         tx.commit()?;
         Ok(gone)
