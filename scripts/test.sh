@@ -30,7 +30,8 @@ suite() {
 
 suite fmt "$CARGO" fmt --all --check
 suite clippy "$CARGO" clippy --release --workspace --all-targets -- -D warnings
-suite rust "$CARGO" test --release --workspace
+# --no-fail-fast: one failing test binary must not hide the others.
+suite rust "$CARGO" test --release --workspace --no-fail-fast
 suite runtime-python .venv/bin/python -m pytest -q runtimes/python/tests
 suite runtime-nodejs node --test runtimes/nodejs/test/
 suite runtime-java mvn -B -f runtimes/java/pom.xml test

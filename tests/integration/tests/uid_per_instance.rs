@@ -142,7 +142,17 @@ fn two_warm_instances_of_different_actions_have_their_own_uids() {
 
 #[test]
 fn an_instance_that_exhausts_its_inotify_and_message_queues_leaves_others_theirs() {
-    let d = Daemon::start(&[]);
+    // Enough open files per process that the per-user limits (128 inotify instances, the
+    // message-queue bytes) are what the hog reaches, not its own RLIMIT_NOFILE; a node this
+    // small fits that under the open-file bound.
+    let d = Daemon::start(&[
+        "--instance-nofile",
+        "1024",
+        "--pids-max",
+        "64",
+        "--max-instances",
+        "8",
+    ]);
     deploy(&d, &["hog", "neighbour"]);
     // The neighbour's instance exists first, as a warm one would.
     assert_eq!(
