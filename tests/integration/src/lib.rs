@@ -14,6 +14,7 @@ mod http;
 pub mod leaks;
 mod neighbour;
 pub mod paths;
+mod refused;
 mod state_dir;
 mod util;
 
@@ -23,5 +24,6 @@ pub use cli::CliOutput;
 pub use daemon::{Daemon, AUTH, NAMESPACE};
 pub use http::{basic, Auth, Http, Reply};
 pub use neighbour::Neighbour;
+pub use refused::refused_start;
 pub use state_dir::StateDir;
 pub use util::{tail, wait_for};

@@ -1,9 +1,9 @@
 //! Bounds on what an action can make the node hold (issue 18 §3): the host's file table, the
 //! daemon's memory for activation output, and an instance's memory filled through tmpfs.
 
-use icebox_integration::{paths, Activation, Daemon, AUTH};
+use icebox_integration::{refused_start, Activation, Daemon};
 use serde_json::json;
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 /// Forks `children` processes that each open /dev/null until the kernel refuses, hold the
@@ -99,61 +99,14 @@ fn an_action_opening_files_in_many_processes_stays_within_its_share_of_file_max(
     d.stop();
 }
 
-/// Runs iceboxd expecting it to refuse to start; returns what it printed.
-fn refused_start(extra: &[&str]) -> String {
-    let state = tempfile::Builder::new()
-        .prefix("icebox-it-refused-")
-        .tempdir()
-        .expect("state dir");
-    let mut child = Command::new(paths::binary("iceboxd"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--auth",
-            AUTH,
-            "--prewarm",
-            "none",
-        ])
-        .arg("--state-dir")
-        .arg(state.path())
-        .arg("--runtimes-dir")
-        .arg(paths::runtimes_dir())
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting iceboxd");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let refused = loop {
-        match child.try_wait().expect("waiting for iceboxd") {
-            Some(status) => break !status.success(),
-            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            None => {
-                // SAFETY: SIGTERM to the daemon this test spawned.
-                unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-                let _ = child.wait();
-                break false;
-            }
-        }
-    };
-    let out = child.wait_with_output().expect("iceboxd output");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        refused,
-        "iceboxd started with {extra:?}; it printed:\n{text}"
-    );
-    text
-}
-
 #[test]
 fn a_configuration_whose_instances_could_exhaust_file_max_is_refused() {
     let instances = (file_max() / 2 / 64 / 1024 + 1).to_string();
-    let said = refused_start(&["--max-instances", &instances, "--pids-max", "1024"]);
+    let state = tempfile::tempdir().expect("state dir");
+    let said = refused_start(
+        state.path(),
+        &["--max-instances", &instances, "--pids-max", "1024"],
+    );
     for flag in ["--max-instances", "--pids-max", "fs.file-max"] {
         assert!(said.contains(flag), "the refusal names {flag}:\n{said}");
     }

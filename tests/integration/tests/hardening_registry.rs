@@ -2,12 +2,12 @@
 //! says so in health; a deleted icebox.db next to existing state is refused; out-of-range
 //! limits are a 400; the database is private to the daemon's user.
 
-use icebox_integration::{paths, wait_for, Auth, Daemon, StateDir, AUTH};
+use icebox_integration::{refused_start, wait_for, Auth, Daemon, StateDir};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 const HELLO: &str = "def main(args):\n    return {'n': args.get('n')}\n";
 
@@ -149,55 +149,6 @@ fn a_full_disk_loses_no_activation_record() {
     drop(disk);
 }
 
-/// Runs iceboxd on `state` expecting it to refuse to start; returns its output.
-fn refused_start(state: &StateDir, extra: &[&str]) -> String {
-    let out = Command::new(paths::binary("iceboxd"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--auth",
-            AUTH,
-            "--prewarm",
-            "none",
-        ])
-        .arg("--state-dir")
-        .arg(state.path())
-        .arg("--runtimes-dir")
-        .arg(paths::runtimes_dir())
-        .args(extra)
-        .env_remove("ICEBOX_INIT_REGISTRY")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting iceboxd");
-    let pid = out.id();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut child = out;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let output = child.wait_with_output().unwrap();
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            );
-            assert!(
-                !status.success(),
-                "iceboxd started where it must refuse:\n{text}"
-            );
-            return text;
-        }
-        if Instant::now() > deadline {
-            // SAFETY: our own child, not yet reaped.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            let _ = child.wait();
-            panic!("iceboxd kept running where it must refuse to start");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Defect 7: a deleted icebox.db next to existing state is refused with a clear message;
 /// --init-registry starts with an empty registry on purpose.
 #[test]
@@ -208,7 +159,7 @@ fn a_deleted_registry_is_refused_unless_asked_for() {
     d.stop();
 
     std::fs::remove_file(state.path().join("icebox.db")).unwrap();
-    let text = refused_start(&state, &[]);
+    let text = refused_start(state.path(), &[]);
     assert!(
         text.contains("icebox.db is missing") && text.contains("--init-registry"),
         "{text}"
@@ -315,7 +266,7 @@ fn a_damaged_registry_is_refused_at_start() {
     f.write_all(&garbage).unwrap();
     drop(f);
 
-    let text = refused_start(&state, &[]);
+    let text = refused_start(state.path(), &[]);
     assert!(
         text.contains(&format!("{} is damaged", db.display()))
             && text.contains("quick_check")

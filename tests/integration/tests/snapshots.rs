@@ -294,6 +294,20 @@ fn garbage_in_the_loading_set_is_detected_and_the_snapshot_rebuilt() {
     assert_eq!(again.result()["intact"], true);
 }
 
+/// The snapshot's largest CRIU page image: most likely the action's data.
+fn largest_page_image(d: &Daemon) -> std::path::PathBuf {
+    snapshot_files(d.state(), ".img")
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("pages-")
+        })
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .expect("the snapshot has page images")
+}
+
 #[test]
 fn garbage_in_a_page_image_is_detected_before_an_eager_restore() {
     let d = Daemon::start(&["--prewarm", "none"]);
@@ -305,16 +319,7 @@ fn garbage_in_a_page_image_is_detected_before_an_eager_restore() {
         &[("icebox.snapshot_restore", json!("eager"))],
     );
     wait_ready(&d, "mem");
-    let largest = snapshot_files(d.state(), ".img")
-        .into_iter()
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("pages-")
-        })
-        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .expect("the snapshot has page images");
+    let largest = largest_page_image(&d);
     scribble(&largest);
     let a = cold(&d, "mem");
     assert_eq!(restore_mode(&a), None, "{a:?}");
@@ -331,16 +336,7 @@ fn garbage_in_a_lazily_served_page_never_reaches_the_action_and_the_snapshot_goe
     let d = Daemon::start(&["--prewarm", "none"]);
     deploy_snapshotted(&d, "mem", "python:3", PY_MEMORY, &[]);
     let built = wait_ready(&d, "mem");
-    let largest = snapshot_files(d.state(), ".img")
-        .into_iter()
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("pages-")
-        })
-        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .expect("the snapshot has page images");
+    let largest = largest_page_image(&d);
     // Most likely a page of the action's data, which the pager serves only when the
     // activation touches it (after the restore); the restore itself may meet it too.
     scribble(&largest);

@@ -1,0 +1,57 @@
+//! Starting iceboxd where it must refuse to start.
+
+use crate::daemon::AUTH;
+use crate::paths;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs iceboxd on the state directory `state` expecting it to refuse to start; returns what
+/// it printed. Panics if it keeps running.
+pub fn refused_start(state: &Path, extra: &[&str]) -> String {
+    let out = Command::new(paths::binary("iceboxd"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--auth",
+            AUTH,
+            "--prewarm",
+            "none",
+        ])
+        .arg("--state-dir")
+        .arg(state)
+        .arg("--runtimes-dir")
+        .arg(paths::runtimes_dir())
+        .args(extra)
+        .env_remove("ICEBOX_INIT_REGISTRY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting iceboxd");
+    let pid = out.id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut child = out;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let output = child.wait_with_output().unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert!(
+                !status.success(),
+                "iceboxd started where it must refuse:\n{text}"
+            );
+            return text;
+        }
+        if Instant::now() > deadline {
+            // SAFETY: our own child, not yet reaped.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            let _ = child.wait();
+            panic!("iceboxd kept running where it must refuse to start");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
