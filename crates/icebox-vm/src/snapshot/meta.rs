@@ -3,6 +3,7 @@
 //! their recorded sizes (and the device state against its checksum) before QEMU sees them:
 //! a different guest image, QEMU, accelerator, memory size or runtime is never restored.
 
+use super::integrity::ChunkSums;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,7 +14,8 @@ pub const META_FILE: &str = "snapshot.json";
 pub const MEMORY_FILE: &str = "memory";
 /// QEMU's device state (the migration stream without RAM).
 pub const STATE_FILE: &str = "state";
-const FORMAT: u32 = 1;
+/// 2: the RAM image carries its chunk checksums.
+const FORMAT: u32 = 2;
 
 /// Everything a restored VM must share with the VM that was snapshotted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,6 +61,8 @@ pub struct MemoryImage {
     pub bytes: u64,
     /// Pages with data (the rest are holes, read as zeros without touching the disk).
     pub data_pages: u64,
+    /// CRC-32 of each 64 KiB chunk with data, checked before QEMU maps the file.
+    pub crc32: ChunkSums,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -244,6 +248,7 @@ mod tests {
             MemoryImage {
                 bytes: 1 << 20,
                 data_pages: 0,
+                crc32: Default::default(),
             },
             StateImage {
                 bytes: state.len() as u64,

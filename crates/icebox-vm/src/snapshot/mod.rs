@@ -10,6 +10,7 @@
 //! A snapshot directory holds `snapshot.json` ([`meta`]), `memory`, `state` and, once
 //! recorded, `loadset.json`.
 
+pub mod integrity;
 pub mod loader;
 pub mod loadset_file;
 pub mod memfile;
