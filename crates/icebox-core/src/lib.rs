@@ -3,6 +3,7 @@
 pub mod action;
 pub mod activation;
 pub mod api;
+pub mod error_kind;
 pub mod event;
 pub mod instance;
 pub mod memory;
@@ -13,6 +14,7 @@ pub mod time;
 
 pub use action::{ActionLimits, ActionSpec, Exec, KeyValue, LimitError};
 pub use activation::{ActivationRecord, ActivationResponse, ActivationStatus};
+pub use error_kind::ErrorKind;
 pub use event::{EventKind, LifecycleEvent};
 pub use instance::{InstanceId, InstanceState};
 pub use memory::{ChargeMode, MemoryStats};

@@ -5,6 +5,7 @@
 
 pub mod cgroup;
 pub mod client;
+mod error;
 pub mod logs;
 pub mod manifest;
 pub mod output_budget;
@@ -12,6 +13,7 @@ pub mod process;
 mod sandbox;
 
 pub use client::{RuntimeClient, RuntimeError, RuntimeReply};
+pub use error::Cause;
 pub use icebox_core::{LoadingSetInfo, RestoreMode, SnapshotInfo};
 pub use logs::{LogCollector, SENTINEL};
 pub use manifest::{RuntimeManifest, Runtimes};

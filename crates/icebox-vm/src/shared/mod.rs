@@ -191,7 +191,7 @@ impl SandboxBackend for SharedBackend {
 
     async fn start(&self, spec: InstanceSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
         if spec.network {
-            return Err(SandboxError::StartFailed(
+            return Err(SandboxError::Unsupported(
                 "the vm-shared backend gives instances no network (the action asks for it)".into(),
             ));
         }

@@ -110,21 +110,19 @@ impl SharedSandbox {
         request: &StartRequest,
     ) -> Result<(), SandboxError> {
         let agent = &self.vm.vm().agent;
-        let failed = |what: &str, e: AgentError| SandboxError::StartFailed(format!("{what}: {e}"));
         match agent.start(request).await {
             Ok(_) => {}
-            Err(AgentError::Refused(why)) => return Err(SandboxError::StartFailed(why)),
             Err(AgentError::Timeout(t)) => {
                 return Err(SandboxError::StartTimeout(t.as_millis() as u64))
             }
-            Err(e) => return Err(failed("start", e)),
+            Err(e) => return Err(SandboxError::agent("start", e)),
         }
         let mut tasks = Vec::new();
         for (fd, stream) in [(1u8, 0usize), (2, 1)] {
             let output = agent
                 .open_output(&self.id, fd)
                 .await
-                .map_err(|e| failed("output", e))?;
+                .map_err(|e| SandboxError::agent("output", e))?;
             let logs = self.logs.clone();
             tasks.push(tokio::spawn(async move { logs.pump(output, stream).await }));
         }
@@ -132,9 +130,9 @@ impl SharedSandbox {
         let forwarder = Forwarder::serve(agent.clone(), &self.id, &self.socket)?;
         *self.forwarder.lock().unwrap() = Some(forwarder);
         if !self.client.wait_ready(Duration::from_secs(10)).await {
-            return Err(SandboxError::StartFailed(
-                "the host socket forwarder does not accept".into(),
-            ));
+            return Err(SandboxError::Other(anyhow::anyhow!(
+                "the host socket forwarder does not accept"
+            )));
         }
         Ok(())
     }

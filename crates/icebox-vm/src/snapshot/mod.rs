@@ -52,7 +52,7 @@ fn ours(sandbox: &Arc<dyn Sandbox>) -> Result<&VmSandbox, SandboxError> {
     sandbox
         .as_any()
         .downcast_ref::<VmSandbox>()
-        .ok_or_else(|| SandboxError::Other(anyhow::anyhow!("not an instance of the vm backend")))
+        .ok_or_else(|| SandboxError::Snapshot("not an instance of the vm backend".into()))
 }
 
 #[async_trait]
@@ -86,7 +86,7 @@ impl Snapshots for VmBackend {
         sandbox: &Arc<dyn Sandbox>,
         dir: &Path,
     ) -> Result<LoadingSetInfo, SandboxError> {
-        let failed = |e: String| SandboxError::Other(anyhow::anyhow!("{e}"));
+        let failed = SandboxError::Snapshot;
         let vm = ours(sandbox)?;
         let restored = vm
             .restored_state()

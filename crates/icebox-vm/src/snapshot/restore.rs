@@ -27,10 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 fn refused(dir: &Path, why: impl std::fmt::Display) -> SandboxError {
-    SandboxError::StartFailed(format!(
-        "cannot restore the VM snapshot in {}: {why}",
-        dir.display()
-    ))
+    SandboxError::restore("VM", dir, why)
 }
 
 fn ms(since: Instant) -> f64 {
@@ -44,7 +41,7 @@ pub async fn restore(
     mode: RestoreMode,
 ) -> Result<Arc<dyn Sandbox>, SandboxError> {
     if spec.network {
-        return Err(SandboxError::StartFailed(
+        return Err(SandboxError::Unsupported(
             "the vm backend gives instances no network (the action asks for it)".into(),
         ));
     }

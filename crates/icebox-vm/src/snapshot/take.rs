@@ -24,7 +24,7 @@ pub async fn take(
     dir: &Path,
 ) -> Result<SnapshotInfo, SandboxError> {
     let t0 = Instant::now();
-    let failed = |what: &str, e: String| SandboxError::Other(anyhow::anyhow!("{what}: {e}"));
+    let failed = |what: &str, e: String| SandboxError::Snapshot(format!("{what}: {e}"));
     let source = sandbox.snapshot_source().cloned().ok_or_else(|| {
         failed(
             "cannot snapshot this VM",
