@@ -49,9 +49,11 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/pip install -q pytest
-if [ ! -f .venv/.icebox-bench-installed ] || [ bench/pyproject.toml -nt .venv/.icebox-bench-installed ]; then
-  say "installing the bench harness (icebox-bench)"
-  .venv/bin/pip install -q -e 'bench[test]' && touch .venv/.icebox-bench-installed
+# The `lint` extra is ruff, which `make lint` runs over all the Python.
+if [ ! -f .venv/.icebox-bench-installed ] || [ bench/pyproject.toml -nt .venv/.icebox-bench-installed ] \
+    || [ ! -x .venv/bin/ruff ]; then
+  say "installing the bench harness (icebox-bench) and ruff"
+  .venv/bin/pip install -q -e 'bench[test,lint]' && touch .venv/.icebox-bench-installed
 fi
 
 # Packages the benchmark functions import, installed inside each runtime's directory (the

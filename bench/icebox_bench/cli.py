@@ -9,8 +9,18 @@ import sys
 
 from . import __version__
 from .client import IceboxError
-from .commands import (common, deploy_cmd, list_cmd, loop_cmd, profile_cmd, replay_cmd, report_cmd, run_cmd,
-                       selftest_cmd, soak_cmd)
+from .commands import (
+    common,
+    deploy_cmd,
+    list_cmd,
+    loop_cmd,
+    profile_cmd,
+    replay_cmd,
+    report_cmd,
+    run_cmd,
+    selftest_cmd,
+    soak_cmd,
+)
 from .daemon import DaemonError
 from .manifest import ManifestError
 from .mapping import MappingError

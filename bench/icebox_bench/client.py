@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import os
@@ -80,7 +79,7 @@ class IceboxClient:
         self.namespace = namespace
         self.session: aiohttp.ClientSession | None = None
 
-    async def __aenter__(self) -> "IceboxClient":
+    async def __aenter__(self) -> IceboxClient:
         connector = aiohttp.TCPConnector(limit=0, force_close=False, enable_cleanup_closed=True)
         self.session = aiohttp.ClientSession(
             base_url=self.apihost, headers=self._headers, connector=connector,
@@ -119,7 +118,7 @@ class IceboxClient:
                                     "Is it running? (`make run`, or pass --apihost)") from None
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientPayloadError) as e:
             raise IceboxError(f"{method} {path}: connection to iceboxd at {self.apihost} failed: {e}") from None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise IceboxError(f"{method} {path}: iceboxd at {self.apihost} did not answer within {timeout_s:.0f} s") from None
 
     async def call(self, method: str, path: str, *, ok=(200,), **kw) -> object:

@@ -101,7 +101,7 @@ class Daemon:
 
     # ---- life cycle -------------------------------------------------------------------
 
-    def __enter__(self) -> "Daemon":
+    def __enter__(self) -> Daemon:
         try:
             self.start()
         except BaseException:

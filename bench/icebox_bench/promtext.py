@@ -25,4 +25,4 @@ def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
 
 def metric_sum(samples, name: str, **labels: str) -> float:
     """Sum of every sample called `name` whose labels include `labels`."""
-    return sum(v for n, l, v in samples if n == name and all(l.get(k) == x for k, x in labels.items()))
+    return sum(v for n, found, v in samples if n == name and all(found.get(k) == x for k, x in labels.items()))

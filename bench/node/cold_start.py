@@ -298,7 +298,7 @@ def run() -> Section:
                 (cold <= limit) if limit is not None else None,
                 summary=f"{ms(cold)} (bare start {ms(bare)})" if limit is not None else "",
             ))
-            before_init = statistics.median(w - i for w, i in zip(s.wait_ms, s.init_ms))
+            before_init = statistics.median(w - i for w, i in zip(s.wait_ms, s.init_ms, strict=True))
             restored = ", ".join(f"{n} {mode}" for mode, n in sorted(s.restores.items())) or "0"
             detail.append([lang, cfg.label, str(len(s.cold)), f"{s.from_stem_cell}/{len(s.cold)}", restored,
                            ms(cold), ms(max(s.cold) * 1000), ms(statistics.median(s.wait_ms)),

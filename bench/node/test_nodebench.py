@@ -10,7 +10,7 @@ import unittest
 
 from freeze_thaw import paired_round_trips
 from nodebench.report import NOT_MEASURED, Row, Section, render_summary
-from nodebench.stats import Histogram, parse_metrics, percentile, metric_sum
+from nodebench.stats import Histogram, metric_sum, parse_metrics, percentile
 
 SCRAPE = """\
 # HELP icebox_thaw_seconds Time to thaw an instance.

@@ -133,7 +133,7 @@ def _baseline_run() -> Result:
     ex = python_hello()
     with ExitStack() as stack:
         workers = []
-        for i in range(CLIENTS):
+        for _ in range(CLIENTS):
             proxy = stack.enter_context(DirectProxy("python"))
             client = proxy.client()
             stack.callback(client.close)

@@ -11,7 +11,7 @@ import sys
 from contextlib import ExitStack
 
 from nodebench import cli, procfs
-from nodebench.actions import encode, invoke_path, deploy, nodejs_hello, python_hello
+from nodebench.actions import deploy, encode, invoke_path, nodejs_hello, python_hello
 from nodebench.daemon import Daemon
 from nodebench.proxy import DirectProxy, run_body
 from nodebench.report import Row, Section, Table, ms, ratio

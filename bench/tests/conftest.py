@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from icebox_bench import paths
 
 

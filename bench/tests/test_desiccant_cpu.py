@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from icebox_bench.desiccant_eval import cpu
 
 HYBRID = """\

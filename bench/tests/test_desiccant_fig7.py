@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from icebox_bench.desiccant_eval import fig7, fig7_render
 from icebox_bench.desiccant_eval.fig7_run import Measurement
 from icebox_bench.units import MIB

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench.desiccant_eval import fig8, fig8_render, fig13, fig13_render
 from icebox_bench.units import MIB
 

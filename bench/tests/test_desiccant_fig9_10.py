@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from icebox_bench.desiccant_eval import fig9_10, fig9_10_render
 from icebox_bench.desiccant_eval.fig9_10_run import Plan, analyse_run, trace_span_s
 from icebox_bench.traces.model import Trace, TraceInvocation

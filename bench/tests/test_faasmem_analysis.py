@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from faasmem_samples import T0, histogram, instance_row
-
 from icebox_bench.faasmem_eval import counters, local_memory, overheads
 from icebox_bench.units import MIB
 

@@ -7,7 +7,6 @@ import json
 
 import pytest
 from faasmem_samples import write_run
-
 from icebox_bench.faasmem_eval import fig12, fig12_render
 
 FUNCTIONS = ["f1", "f2"]

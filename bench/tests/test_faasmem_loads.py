@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench.faasmem_eval import loads
 from icebox_bench.mapping import MappingError
 from icebox_bench.traces import open_trace

@@ -6,7 +6,6 @@ import json
 
 import pytest
 from faasmem_samples import T0, _jsonl, instance_row
-
 from icebox_bench.faasmem_eval import semiwarm, semiwarm_render
 
 

@@ -7,7 +7,6 @@ import math
 import os
 
 import pytest
-
 from icebox_bench.faasnap_eval import fig6, fig6_render, pagecache
 from icebox_bench.faasnap_eval.fig6_run import action_name, body, restore_mode
 from icebox_bench.manifest import load_all, select

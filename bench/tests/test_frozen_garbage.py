@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench.frozen_garbage import analysis
 from icebox_bench.units import MIB
 

@@ -16,10 +16,9 @@ from base64 import b64encode
 
 import pytest
 import yaml
-from openapi_schema_validator import OAS30Validator
-
 from icebox_bench import paths
 from icebox_bench.daemon import Daemon
+from openapi_schema_validator import OAS30Validator
 
 pytestmark = pytest.mark.integration
 

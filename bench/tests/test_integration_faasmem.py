@@ -9,7 +9,6 @@ import json
 import os
 
 import pytest
-
 from icebox_bench import cli, paths
 from icebox_bench.faasmem_eval import run
 

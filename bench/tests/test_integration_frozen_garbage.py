@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from icebox_bench import cli, paths
 from icebox_bench.recorder import read_jsonl
 
@@ -23,10 +22,10 @@ def test_frozen_garbage_recipe_writes_the_documented_summary(functions_dir, tmp_
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) == {"functions", "by_language"}
     assert set(summary["functions"]) == {"t-hello-py", "t-hello-js"}
-    for name, entry in summary["functions"].items():
+    for entry in summary["functions"].values():
         assert set(entry) == {"language", "avg_ratio", "max_ratio", "uss_mb", "ideal_mb"}
         assert len(entry["uss_mb"]) == len(entry["ideal_mb"]) == 3
-        ratios = [u / i for u, i in zip(entry["uss_mb"], entry["ideal_mb"])]
+        ratios = [u / i for u, i in zip(entry["uss_mb"], entry["ideal_mb"], strict=True)]
         assert entry["max_ratio"] == pytest.approx(max(ratios), rel=1e-3)
         assert entry["avg_ratio"] == pytest.approx(sum(ratios) / 3, rel=1e-3)
         assert 0 < entry["avg_ratio"] <= entry["max_ratio"]

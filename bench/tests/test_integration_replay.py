@@ -8,7 +8,6 @@ import asyncio
 import json
 
 import pytest
-
 from icebox_bench import cli, paths
 from icebox_bench.client import IceboxClient
 from icebox_bench.daemon import Daemon

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from icebox_bench import paths
 from icebox_bench.desiccant_eval.cpu import cpuacct_mount
 

@@ -11,7 +11,6 @@ import sys
 import time
 
 import pytest
-
 from icebox_bench import leaks, paths
 
 pytestmark = pytest.mark.integration

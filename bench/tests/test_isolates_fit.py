@@ -7,7 +7,6 @@ import json
 import math
 
 import pytest
-
 from icebox_bench.isolates_eval import fit, memory, memory_render
 
 # `icebox-bench run isolates-memory --functions fft --levels 1,2 --hold 1` (fft, before the

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from icebox_bench.isolates_eval import latency, latency_render
 
 P99 = {

@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 from aiohttp import web
-
 from icebox_bench.client import DaemonUnreachable, IceboxClient
 from icebox_bench.daemon import free_port
 from icebox_bench.openloop import OpenLoop

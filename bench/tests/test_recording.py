@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench.events import SseParser
 from icebox_bench.recorder import RunDir, read_jsonl
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from icebox_bench.report import compute, load_run, write_report
 from icebox_bench.units import GIB, MIB
 

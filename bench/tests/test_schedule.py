@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench.schedule import Timeline, build, uniform
 from icebox_bench.traces.model import TraceInvocation
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from icebox_bench.isolates_eval import sim_profile
 
 RUNS = [

@@ -7,7 +7,6 @@ import csv
 import json
 
 import pytest
-
 from icebox_bench import stats
 from icebox_bench.isolates_eval import sim_run, sim_validate
 from icebox_bench.traces import Window, open_trace

@@ -10,7 +10,6 @@ import json
 import os
 
 import pytest
-
 from icebox_bench.recipes import get as get_recipe
 from icebox_bench.snapshot_eval import analysis, functions, locate, pagecache, render
 from icebox_bench.snapshot_eval.run import START, action_name, invocation_line, schedule, subject_body

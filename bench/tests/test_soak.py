@@ -8,11 +8,9 @@ import subprocess
 import sys
 
 import pytest
-
 from icebox_bench import procfs
 from icebox_bench.soak import killer
-from icebox_bench.soak.outcome import (CONNECTION_ERROR, DAEMON_FAILURE, INSTANCE_KILLED, OK, OTHER, TIMEOUT,
-                                       classify)
+from icebox_bench.soak.outcome import CONNECTION_ERROR, DAEMON_FAILURE, INSTANCE_KILLED, OK, OTHER, TIMEOUT, classify
 from icebox_bench.soak.report import render
 from icebox_bench.soak.run import SoakConfig, passed
 from icebox_bench.soak.tally import Gauge, Kills, Tally, latency_summary

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from icebox_bench.manifest import load_all, select
 from icebox_bench.squeezy_eval import fig10, fig10_render
 from icebox_bench.squeezy_eval.fig10_run import MIB, pick_bursty, pressure_budget, vm_shared_body

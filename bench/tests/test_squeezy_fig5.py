@@ -6,7 +6,6 @@ import json
 import math
 
 import pytest
-
 from icebox_bench.recipes.squeezy_fig5 import example_args
 from icebox_bench.squeezy_eval import fig5, fig5_render
 

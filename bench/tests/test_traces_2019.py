@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-
 from icebox_bench.traces import Window, azure2019, open_trace
 
 HEADER = "HashOwner,HashApp,HashFunction,Trigger,480,481,482"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench.traces import Window, azure2021, detect_format, find_files, open_trace
 
 

@@ -209,10 +209,10 @@ def main():
     print(f"  process CPU: cold {med_all('cold_cpu_ms'):.1f} ms, warm "
           f"{med_all('warm_cpu_ms'):.2f} ms per run")
     for v in variants:
-        def m(key):
+        def m(key, v=v):
             return med(lambda r: r[v][key])
-        slowdown = med(lambda r: r[v]["after_ms"] / r[v]["before_ms"] - 1) * 100
-        cpu_slowdown = med(lambda r: r[v]["after_cpu_ms"] / r[v]["before_cpu_ms"] - 1) * 100
+        slowdown = med(lambda r, v=v: r[v]["after_ms"] / r[v]["before_ms"] - 1) * 100
+        cpu_slowdown = med(lambda r, v=v: r[v]["after_cpu_ms"] / r[v]["before_cpu_ms"] - 1) * 100
         print(f"  {v}: USS {m('uss_before_mib'):.1f} -> {m('uss_after_mib'):.1f} MiB "
               f"(outside {m('outside_before_mib'):.1f} -> {m('outside_after_mib'):.1f}; "
               f"after {args.after} more runs {m('uss_after_runs_mib'):.1f}), "

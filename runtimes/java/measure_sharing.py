@@ -84,7 +84,7 @@ def main():
         try:
             request(shared.sock, "POST", "/init", init)
             for _ in range(args.rounds):
-                concurrently([lambda: request(shared.sock, "POST", "/run", run)] * n)
+                concurrently([lambda sock=shared.sock: request(sock, "POST", "/run", run)] * n)
             slots = request(shared.sock, "GET", "/icebox/stats?gc=1")["sharing"]["contexts"]
             shared_pss, shared_uss = shared.memory_mib()
             shared.close()

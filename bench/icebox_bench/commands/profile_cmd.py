@@ -89,7 +89,7 @@ async def _sim_profile(client: IceboxClient, specs, args) -> tuple[dict, dict]:
     finally:
         for language in companions:
             await stop_companion(client, language)
-    when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    when = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     source = (f"icebox-bench profile --sim on {socket.gethostname()} at {when}: {plan.measure.upper()}, levels "
               f"{plan.levels}, {args.cold_runs} cold starts x {args.n} warm, iceboxd {health.get('version', '?')}, "
               f"languages {', '.join(languages)}; base = memory at n=0 (charge base + n x increment)")

@@ -92,7 +92,7 @@ class CpuacctGroup:
         self.path.mkdir()
 
     @classmethod
-    def create(cls) -> "CpuacctGroup | None":
+    def create(cls) -> CpuacctGroup | None:
         mount = cpuacct_mount()
         if mount is None or not os.access(mount, os.W_OK):
             return None

@@ -44,8 +44,8 @@ def function_entry(language: str, *, vanilla: int, eager: int, desiccant: int, i
     """The summary.json entry of one function, from bytes (exactly the issue's keys)."""
     values = (vanilla, eager, desiccant, ideal)
     if any(v <= 0 for v in values):
-        raise ValueError(f"a memory figure is not positive: {dict(zip(KEYS, values))}")
-    return {"language": language, **{k: mib(v) for k, v in zip(KEYS, values)}}
+        raise ValueError(f"a memory figure is not positive: {dict(zip(KEYS, values, strict=True))}")
+    return {"language": language, **{k: mib(v) for k, v in zip(KEYS, values, strict=True)}}
 
 
 def ratios(entry: dict) -> dict:

@@ -62,7 +62,7 @@ def bar_plot(summary: dict, path: Path) -> Path:
     widths = [max(2, len(groups[lang])) for lang in languages]
     fig, axes = plt.subplots(1, len(languages), figsize=(max(6.0, 0.55 * sum(widths) + 2), 4.2),
                              gridspec_kw={"width_ratios": widths}, squeeze=False)
-    for ax, lang in zip(axes[0], languages):
+    for ax, lang in zip(axes[0], languages, strict=True):
         items = groups[lang]
         xs = range(len(items))
         for i, (key, label) in enumerate(BARS):

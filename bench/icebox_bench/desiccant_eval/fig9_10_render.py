@@ -69,7 +69,7 @@ def fig9_plot(summary: dict, path: Path) -> Path:
               ("throughput (invocations/s)", lambda r: r["throughput_per_s"] or 0.0),
               ("CPU, daemon + instances (cores)", lambda r: (r.get("cpu") or {}).get("cores") or 0.0))
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    for ax, (label, get) in zip(axes, panels):
+    for ax, (label, get) in zip(axes, panels, strict=True):
         for mode, runs in summary["runs"].items():
             xs = [float(s) for s in scales if s in runs]
             ax.plot(xs, [get(runs[s]) for s in scales if s in runs], marker="o", label=mode,
@@ -90,7 +90,7 @@ def fig10_plot(summary: dict, path: Path) -> Path:
     scales = _scales(summary)
     modes = list(summary["runs"])
     fig, axes = plt.subplots(1, len(scales), figsize=(4.2 * len(scales), 3.8), squeeze=False)
-    for ax, scale in zip(axes[0], scales):
+    for ax, scale in zip(axes[0], scales, strict=True):
         width = 0.8 / max(1, len(modes))
         for i, mode in enumerate(modes):
             r = summary["runs"][mode].get(scale)

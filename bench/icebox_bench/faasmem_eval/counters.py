@@ -122,7 +122,7 @@ def counter_increase(prom_samples: list[dict], start_ms: float, end_ms: float, n
 def node_totals(prom_samples: list[dict], start_ms: float, end_ms: float) -> dict:
     """The node's offloaded bytes (total and per step) and refaulted bytes over the window."""
     pair = bounds(prom_samples, start_ms, end_ms)
-    steps = sorted({l.get("step", "") for n, l, _ in (pair[1]["metrics"] if pair else []) if n == OFFLOADED_TOTAL})
+    steps = sorted({labels.get("step", "") for n, labels, _ in (pair[1]["metrics"] if pair else []) if n == OFFLOADED_TOTAL})
     return {"offloaded_bytes": counter_increase(prom_samples, start_ms, end_ms, OFFLOADED_TOTAL),
             "offloaded_by_step": {s: counter_increase(prom_samples, start_ms, end_ms, OFFLOADED_TOTAL, step=s)
                                   for s in steps},

@@ -82,7 +82,7 @@ def _mib(value):
 def fig12_plot(summary: dict, path: Path) -> Path:
     loads = [load for load in summary["runs"] if summary["runs"][load]]
     fig, axes = plt.subplots(len(loads), 1, figsize=(12, 3.6 * len(loads)), squeeze=False)
-    for ax, load in zip(axes[:, 0], loads):
+    for ax, load in zip(axes[:, 0], loads, strict=True):
         load_runs = summary["runs"][load]
         modes = _modes(load_runs)
         names = [n for n in summary["comparison"][load] if n != fig12.NODE]

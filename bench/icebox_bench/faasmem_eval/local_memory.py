@@ -84,7 +84,7 @@ class LocalSeries:
         return None if any(m is None for m in means) else sum(means)
 
     def peak(self, function: str, start_s: float, end_s: float) -> int:
-        return max((b for t, b in zip(self.times, self.bytes[function]) if start_s <= t <= end_s), default=0)
+        return max((b for t, b in zip(self.times, self.bytes[function], strict=True) if start_s <= t <= end_s), default=0)
 
 
 def normalise(values: dict[str, float | None], baseline: dict[str, float | None]) -> dict[str, float | None]:

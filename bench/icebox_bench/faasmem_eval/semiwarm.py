@@ -77,7 +77,7 @@ def analyse_period(series: LocalSeries, flags: list[tuple[float, bool]], events:
                    last: dict, wake: dict) -> dict:
     start_s = (last.get("end_ms") or last.get("scheduled_ms")) / 1000.0
     wake_s = wake["scheduled_ms"] / 1000.0
-    points = [(t, b) for t, b in zip(series.times, series.bytes[function]) if start_s <= t <= wake_s]
+    points = [(t, b) for t, b in zip(series.times, series.bytes[function], strict=True) if start_s <= t <= wake_s]
     began = next((t for t, on in flags if start_s <= t <= wake_s and on), None)
     offloaded = event_totals(events, start_s * 1000.0, wake_s * 1000.0).get(function, {})
     wake_end = wake.get("end_ms") or wake["scheduled_ms"]
@@ -117,7 +117,7 @@ def analyse_run(path: Path, function: str) -> dict:
         "overheads": run_overheads(read_jsonl(path / "offload.jsonl"), read_jsonl(path / "cpu.jsonl"), start, end,
                                    requests=ok, refaulted_bytes=totals.get("refaulted_bytes")),
         "timeline": [[round(t - origin, 3), _mib(b), on] for (t, b), (_, on)
-                     in zip(zip(series.times, series.bytes[function]), flags)],
+                     in zip(zip(series.times, series.bytes[function], strict=True), flags, strict=True)],
         "wakes": [{"offset_s": round(r["scheduled_ms"] / 1000.0 - origin, 3), "latency_ms": r.get("latency_ms")}
                   for _, r in idle_periods(records)],
     }
@@ -134,7 +134,7 @@ def compare(variants: dict[str, dict]) -> dict:
     for name, v in variants.items():
         if name == "off" or off is None:
             continue
-        pairs = list(zip(v["periods"], off["periods"]))
+        pairs = list(zip(v["periods"], off["periods"], strict=False))
         out[name] = {
             "idle_local_mean_ratio": [_ratio(a["local_mean_mib"], b["local_mean_mib"]) for a, b in pairs],
             "wake_latency_ratio": [_ratio(a["wake"]["latency_ms"], b["wake"]["latency_ms"]) for a, b in pairs],

@@ -33,7 +33,7 @@ def periods_table(summary: dict) -> str:
 
 def timeline_plot(summary: dict, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(10, 4.2))
-    for color, (name, v) in zip(COLORS * 4, summary["variants"].items()):
+    for color, (name, v) in zip(COLORS * 4, summary["variants"].items(), strict=False):
         ts = [p[0] for p in v["timeline"]]
         ax.step(ts, [p[1] or 0.0 for p in v["timeline"]], where="post", color=color, label=f"--semiwarm {name}")
         on = [p[0] for p in v["timeline"] if p[2]]
@@ -63,7 +63,7 @@ def render(out: Path, summary: dict) -> list[Path]:
         periods_table(summary), "",
     ]
     for name, cmp in summary["comparison"].items():
-        for i, (memory, latency) in enumerate(zip(cmp["idle_local_mean_ratio"], cmp["wake_latency_ratio"])):
+        for i, (memory, latency) in enumerate(zip(cmp["idle_local_mean_ratio"], cmp["wake_latency_ratio"], strict=True)):
             text.append(f"- --semiwarm {name} against off, idle period {i + 1}: mean local memory "
                         f"×{fmt(memory, 2)}, wake request latency ×{fmt(latency, 2)}")
     text += ["", overheads_section({name: v["overheads"] for name, v in summary["variants"].items()}), ""]

@@ -121,7 +121,7 @@ def restore_steps(samples: list[dict], modes: list[str]) -> dict[str, dict]:
         entry = {step: _median(x["ms"].get(step) for x in ready) for step in STEPS}
         entry["daemon_restore"] = _median(r.get("restore_ms") for r in rows)
         entry["reseed"] = _median(None if r.get("restore_ms") is None else r["restore_ms"] - x["ms"]["total"]
-                                  for r, x in zip(rows, ready))
+                                  for r, x in zip(rows, ready, strict=True))
         entry["loader_ms"] = _median(lo.get("ms") if lo else None for lo in loaders)
         entry["loader_mib"] = _median(lo["bytes"] / 2**20 if lo else None for lo in loaders)
         entry["cached_mib_at_ready"] = _median(x.get("resident_pages", 0) * 4096 / 2**20 for x in ready)

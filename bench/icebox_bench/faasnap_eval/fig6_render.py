@@ -98,7 +98,7 @@ def plot(summary: dict, path: Path) -> Path:
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.0), squeeze=False)
     modes = summary["modes"]
     width = 0.8 / max(len(modes), 1)
-    for ax, panel in zip(axes[0], panels):
+    for ax, panel in zip(axes[0], panels, strict=True):
         fns = list(summary["panels"][panel]["functions"])
         for i, mode in enumerate(modes):
             ys = [(summary["panels"][panel]["functions"][fn]["modes"][mode]["median_ms"] or 0) / 1000.0 for fn in fns]

@@ -69,7 +69,7 @@ def curves_plot(summary: dict, details: dict, path: Path) -> Path:
     cols = min(4, max(1, len(items)))
     rows = math.ceil(len(items) / cols) if items else 1
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
-    for ax, (name, f) in zip(axes.flat, items):
+    for ax, (name, f) in zip(axes.flat, items, strict=False):
         xs = range(1, len(f["uss_mb"]) + 1)
         ax.plot(xs, f["uss_mb"], label="real (vanilla)")
         eager = (details.get("functions", {}).get(name) or {}).get("eager", {}).get("uss")

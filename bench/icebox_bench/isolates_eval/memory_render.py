@@ -53,7 +53,7 @@ def targets_table(summary: dict) -> str:
 def plot(summary: dict, path: Path) -> Path:
     names = sorted(summary["functions"])
     fig, axes = plt.subplots(1, len(names), figsize=(4.0 * len(names), 3.8), squeeze=False)
-    for ax, name in zip(axes[0], names):
+    for ax, name in zip(axes[0], names, strict=True):
         for mode, e in summary["functions"][name]["modes"].items():
             pts = sorted(peaks(e["points"]).items())
             ns = [n for n, _ in pts]

@@ -47,7 +47,7 @@ async def _sample(client: IceboxClient, actions: set[str], measure: str, t0_ms: 
             pass
         try:
             await asyncio.wait_for(stop.wait(), period_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 

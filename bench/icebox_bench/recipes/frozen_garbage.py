@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from .. import manifest
-from ..frozen_garbage import analysis, render
 from ..client import IceboxError
+from ..frozen_garbage import analysis, render
 from ..frozen_garbage.baseline import start_companion, stop_companion
 from ..frozen_garbage.measure import MeasurementError, measure_function
 from ..recorder import JsonlWriter

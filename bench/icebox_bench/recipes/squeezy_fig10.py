@@ -9,10 +9,10 @@ import argparse
 from pathlib import Path
 
 from .. import manifest, vm_accel
+from ..client import IceboxError
 from ..commands.common import command_line
 from ..commands.replay_cmd import resolve_trace
 from ..daemon import DaemonError
-from ..client import IceboxError
 from ..squeezy_eval import fig10, fig10_render
 from ..squeezy_eval.fig10_run import MIB, Plan, load_run, pick_bursty, pressure_budget, run_scenario
 from ..traces import Window, open_trace

@@ -60,7 +60,7 @@ def memory_timeline(runs: list[RunData], metrics: list[RunMetrics], path: Path) 
     """Stacked USS by instance state over time, one panel per run (shared axes)."""
     fig, axes = plt.subplots(len(runs), 1, figsize=(8, 2.8 * len(runs) + 0.6), sharex=True, sharey=True,
                              squeeze=False)
-    for ax, run, m in zip(axes[:, 0], runs, metrics):
+    for ax, run, m in zip(axes[:, 0], runs, metrics, strict=True):
         origin = m.start_ms or (run.memory[0]["t_ms"] if run.memory else 0.0)
         times, by_state = _state_series(run, origin)
         if times:
@@ -85,7 +85,7 @@ def cold_starts_over_time(runs: list[RunData], metrics: list[RunMetrics], path: 
     longest = max((m.window_s for m in metrics), default=0.0)
     bin_s = max(1.0, longest / 60.0)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for run, m in zip(runs, metrics):
+    for run, m in zip(runs, metrics, strict=True):
         starts = [(r["start_ms"] - m.start_ms) / 1000.0 for r in measured_invocations(run)
                   if r.get("start_kind") == "cold" and r.get("start_ms") is not None]
         nbins = max(1, int(m.window_s // bin_s) + 1)

@@ -20,8 +20,8 @@ from pathlib import Path
 import aiohttp
 
 from .. import leaks, procfs
-from ..promtext import parse_metrics
 from ..daemon import Daemon
+from ..promtext import parse_metrics
 from . import killer
 from .actions import SOAK_ACTIONS, SoakAction
 from .outcome import CONNECTION_ERROR, OK, TIMEOUT, classify
@@ -110,7 +110,7 @@ async def _client(session, actions, weights, rng, cfg, deadline, budget, state, 
             status, body = await _call(session, "POST", action.path() + "?blocking=true", action.params,
                                        cfg.request_timeout_s)
             outcome = classify(status, body, killed=state.kills.instances)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             outcome = classify(None, f"no answer within {cfg.request_timeout_s:g} s", TIMEOUT)
         except aiohttp.ClientError as e:
             outcome = classify(None, f"{type(e).__name__}: {e}", CONNECTION_ERROR)
@@ -125,11 +125,11 @@ async def _killer(session, daemon: Daemon, cfg: SoakConfig, rng: random.Random, 
         try:
             await asyncio.wait_for(stop.wait(), wait)
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         try:
             status, views = await _call(session, "GET", "/icebox/v1/instances", timeout_s=10)
-        except (asyncio.TimeoutError, aiohttp.ClientError):
+        except (TimeoutError, aiohttp.ClientError):
             state.kills.skipped["instance list failed"] += 1
             continue
         if status != 200 or not isinstance(views, list):
@@ -165,7 +165,7 @@ async def _sampler(daemon: Daemon, period_s: float, stop: asyncio.Event, state: 
             return
         try:
             await asyncio.wait_for(stop.wait(), period_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 
@@ -188,7 +188,6 @@ async def run_load(clients: list[asyncio.Task], stop: asyncio.Event) -> None:
 
 
 async def drive(daemon: Daemon, cfg: SoakConfig, state: SoakState, log) -> None:
-    rng = random.Random(cfg.seed)
     actions = list(SOAK_ACTIONS)
     weights = [a.weight for a in actions]
     connector = aiohttp.TCPConnector(limit=cfg.clients + 4)

@@ -110,7 +110,7 @@ def memory_entry(run: dict) -> dict:
         times = [start / 1000.0] + [t / 1000.0 for t, _ in series if t > start]
         values = [before[-1] if before else 0.0] + [v for t, v in series if t > start]
         gib_s = step_integral(times, values, start / 1000.0, end / 1000.0) / GIB
-        peak = max(v for t, v in zip(times, values) if t <= end / 1000.0) / GIB
+        peak = max(v for t, v in zip(times, values, strict=True) if t <= end / 1000.0) / GIB
     plugs = [_detail(e) for e in events if e["kind"] == "partition_plugged"]
     reclaims = [_detail(e) for e in events if e["kind"] == "partition_reclaimed"]
     released = [d for d in reclaims if d.get("outcome", "released") == "released"]

@@ -118,7 +118,7 @@ async def warm_up(client: IceboxClient, plan: Plan, writer, log) -> None:
     used = plan.used_specs()
     results = await asyncio.gather(*[invoke_once(client, s.name, s.input(plan.size), action_timeout_ms=s.timeout_ms)
                                      for s in used])
-    for spec, fields in zip(used, results):
+    for spec, fields in zip(used, results, strict=True):
         writer.write({"function": spec.name, "warmup": True, **fields})
         log(f"warm-up {spec.name}: {fields['status']} in {(fields.get('latency_ms') or 0) / 1000:.1f} s")
 

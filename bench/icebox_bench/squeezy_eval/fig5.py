@@ -62,7 +62,7 @@ def cell(samples: list[dict]) -> dict:
         "unplug_ms": _median(r.get("unplug_ms") for r in released),
         "drain_ms": _median(r.get("drain_ms") for r in released),
         "stop_ms": _median(r.get("stop_ms") for r in released),
-        "destroy_ms": _median(s.get("destroy_ms") for s, r in zip(samples, reports) if r.get("outcome") == "released"),
+        "destroy_ms": _median(s.get("destroy_ms") for s, r in zip(samples, reports, strict=True) if r.get("outcome") == "released"),
         "pages_migrated": _median(r.get("pages_migrated") for r in released),
         "fill_s": _median(s.get("fill_s") for s in samples),
         "n": len(released),

@@ -87,12 +87,12 @@ def markdown(summary: dict) -> str:
 def plot(summary: dict, path: Path) -> Path:
     sizes = list(summary["per_size"])
     fig, axes = plt.subplots(1, max(len(sizes), 1), figsize=(5.0 * max(len(sizes), 1), 3.8), squeeze=False)
-    for ax, size in zip(axes[0], sizes):
+    for ax, size in zip(axes[0], sizes, strict=False):
         for series, by_size in summary["cells"].items():
             points = [(float(f), c["unplug_ms"]) for f, c in (by_size.get(size) or {}).items()
                       if c["unplug_ms"] is not None]
             if points:
-                ax.plot(*zip(*points), marker="o", label=LABELS.get(series, series), color=COLORS.get(series))
+                ax.plot(*zip(*points, strict=True), marker="o", label=LABELS.get(series, series), color=COLORS.get(series))
         ax.set_yscale("log")
         ax.set_xlabel("VM fullness (partitions in use)")
         ax.set_ylabel("unplug latency (ms)")

@@ -13,7 +13,6 @@ import uuid
 from .client import Client, Endpoint, wait_until_connectable
 from .daemon import RUNTIMES, clean_env, remove_tree, temp_dir
 
-
 # An action's memory limit when it sets none (crates/icebox-core/src/action.rs).
 DEFAULT_MEMORY_MB = 256
 
@@ -40,7 +39,7 @@ class DirectProxy:
         self.endpoint = Endpoint.unix(os.path.join(self.dir, "proxy.sock"))
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> "DirectProxy":
+    def __enter__(self) -> DirectProxy:
         try:
             self.start()
         except BaseException:

@@ -153,7 +153,7 @@ def test_pyaes():
     aes = pyaes.AES(module.KEY)
     stream = b"".join(bytes(aes.encrypt(list((1 + i).to_bytes(16, "big"))))
                       for i in range((len(message) + 15) // 16))
-    expected = bytes(m ^ k for m, k in zip(message, stream))
+    expected = bytes(m ^ k for m, k in zip(message, stream, strict=False))
     assert result["ciphertext_sha256"] == hashlib.sha256(expected).hexdigest()
 
 

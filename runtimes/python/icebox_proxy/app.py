@@ -1,7 +1,7 @@
 """Request routing and the OpenWhisk /init and /run semantics (see docs/runtime-protocol.md)."""
 
-import contextlib
 import _thread
+import contextlib
 import gc
 
 # reclaim is imported now, not on the first reclaim: see its docstring (arena pinning).

@@ -79,5 +79,7 @@ class ActivationEnviron(os._Environ):
 def install():
     """Replace os.environ (idempotent); returns the ActivationEnviron now in place."""
     if not isinstance(os.environ, ActivationEnviron):
-        os.environ = ActivationEnviron(os.environ)
+        # B003 warns that rebinding os.environ does not clear the environment; the wrapper is meant to
+        # keep it and put the activation's variables in front.
+        os.environ = ActivationEnviron(os.environ)  # noqa: B003
     return os.environ

@@ -4,7 +4,6 @@ import os
 import subprocess
 
 import pytest
-
 from python_proxy_harness import Proxy, proxy_command, zip_base64
 
 

@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-
 from python_proxy_harness import RUNTIME_DIR
 
 sys.path.insert(0, RUNTIME_DIR)

@@ -5,7 +5,6 @@ import os
 import sys
 
 import pytest
-
 from python_proxy_harness import RUNTIME_DIR
 
 sys.path.insert(0, RUNTIME_DIR)

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from python_proxy_harness import RUNTIME_DIR, SENTINEL, example_source, proxy_command
 
 MIB = 1024 * 1024

@@ -4,7 +4,6 @@ hook (docs/runtime-protocol.md)."""
 import random
 
 import pytest
-
 from python_proxy_harness import SENTINEL
 
 SEED_A = "a1" * 32

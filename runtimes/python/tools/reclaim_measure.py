@@ -209,9 +209,9 @@ def report(name, results, vanilla_rows):
     if "eager" in results:
         eager = results["eager"]
         overhead = statistics.median(e["before"] / v["before"] - 1
-                                     for e, v in zip(eager, vanilla_rows))
+                                     for e, v in zip(eager, vanilla_rows, strict=False))
         cpu_overhead = statistics.median(e["before_cpu"] / v["before_cpu"] - 1
-                                         for e, v in zip(eager, vanilla_rows))
+                                         for e, v in zip(eager, vanilla_rows, strict=False))
         print("eager vs vanilla: USS after warm-up %.1fM vs %.1fM (anonymous %.1fM vs %.1fM); "
               "last-10 latency %+.1f%%, CPU per run %+.1f%%" % (
                   _median(eager, "uss_frozen") / MIB, _median(vanilla_rows, "uss_frozen") / MIB,
