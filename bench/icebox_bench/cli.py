@@ -28,8 +28,15 @@ from .mapping import MappingError
 COMMANDS = (deploy_cmd, replay_cmd, loop_cmd, profile_cmd, report_cmd, run_cmd, selftest_cmd, list_cmd, soak_cmd)
 # Failures whose message says everything: shown without a traceback (unless
 # ICEBOX_BENCH_DEBUG=1, for when the message is not enough).
-EXPECTED_ERRORS = (IceboxError, DaemonError, ManifestError, MappingError, FileNotFoundError,
-                   FileExistsError, ValueError)
+EXPECTED_ERRORS = (
+    IceboxError,
+    DaemonError,
+    ManifestError,
+    MappingError,
+    FileNotFoundError,
+    FileExistsError,
+    ValueError,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

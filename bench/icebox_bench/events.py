@@ -166,6 +166,7 @@ class EventFollower:
                 while (found := self.find(instance, kind)) is None:
                     await self._changed.wait()
                 return found
+
         try:
             return await asyncio.wait_for(_wait(), timeout_s)
         except TimeoutError:

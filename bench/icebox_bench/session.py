@@ -16,8 +16,7 @@ from .sampler import MemorySampler
 
 
 class RunSession:
-    def __init__(self, client: IceboxClient, run_dir: RunDir, config: dict, *,
-                 sample_period_s: float = 1.0, log=print):
+    def __init__(self, client: IceboxClient, run_dir: RunDir, config: dict, *, sample_period_s: float = 1.0, log=print):
         self.client = client
         self.run_dir = run_dir
         self.config = config

@@ -1,6 +1,6 @@
 """Unit tests of the benchmark helpers that compute reported numbers (no daemon needed).
 
-    python3 -m unittest discover -s bench/node -p 'test_*.py'
+python3 -m unittest discover -s bench/node -p 'test_*.py'
 """
 
 from __future__ import annotations
@@ -87,11 +87,15 @@ class RoundTripTest(unittest.TestCase):
 
 class SummaryTest(unittest.TestCase):
     def test_lists_judged_and_unmeasured_targets_only(self):
-        s = Section("Cold start", "", rows=[
-            Row("python", "50 ms", target="≤ 60 ms", met=True),
-            Row("java", NOT_MEASURED, target="≤ 200 ms"),
-            Row("info", "1 ms"),
-        ])
+        s = Section(
+            "Cold start",
+            "",
+            rows=[
+                Row("python", "50 ms", target="≤ 60 ms", met=True),
+                Row("java", NOT_MEASURED, target="≤ 200 ms"),
+                Row("info", "1 ms"),
+            ],
+        )
         text = render_summary([s])
         self.assertIn("Cold start: python | 50 ms | ≤ 60 ms | met", text)
         self.assertIn("Cold start: java | not measured | ≤ 200 ms | not measured", text)

@@ -17,9 +17,9 @@ MODES = ("process", "shared", "isolate")
 
 @dataclass(frozen=True)
 class Fit:
-    slope_mb: float       # the least-squares slope, MB per concurrent activation
-    increment_mb: int     # ceil(slope), never negative
-    base_mb: float        # the thesis' Base: the bound at n = 1
+    slope_mb: float  # the least-squares slope, MB per concurrent activation
+    increment_mb: int  # ceil(slope), never negative
+    base_mb: float  # the thesis' Base: the bound at n = 1
     points: int
 
     @property
@@ -32,8 +32,13 @@ class Fit:
         return self.base_mb + (n - 1) * self.increment_mb
 
     def to_json(self) -> dict:
-        return {"slope_mb": round(self.slope_mb, 3), "increment_mb": self.increment_mb,
-                "base_mb": round(self.base_mb, 3), "base0_mb": round(self.base0_mb, 3), "points": self.points}
+        return {
+            "slope_mb": round(self.slope_mb, 3),
+            "increment_mb": self.increment_mb,
+            "base_mb": round(self.base_mb, 3),
+            "base0_mb": round(self.base0_mb, 3),
+            "points": self.points,
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> Fit:

@@ -20,9 +20,11 @@ DEFAULT_MEMORY_MB = 256
 def expand(text: str, runtime_dir: str, memory_mb: int) -> str:
     """A manifest argument with its placeholders replaced, by the daemon's rule
     (crates/icebox-sandbox/src/manifest.rs): the heap may take 3/5 of the memory limit."""
-    return (text.replace("{runtime_dir}", runtime_dir)
-            .replace("{memory_mb}", str(memory_mb))
-            .replace("{heap_mb}", str(memory_mb * 3 // 5)))
+    return (
+        text.replace("{runtime_dir}", runtime_dir)
+        .replace("{memory_mb}", str(memory_mb))
+        .replace("{heap_mb}", str(memory_mb * 3 // 5))
+    )
 
 
 class DirectProxy:
@@ -51,19 +53,26 @@ class DirectProxy:
         self.stop()
 
     def start(self) -> None:
-        env = clean_env({
-            "ICEBOX_PROXY_SOCKET": self.endpoint.path,
-            "ICEBOX_CONCURRENCY": "1",
-            "__OW_API_HOST": "",
-            "HOME": self.dir,
-            "TMPDIR": self.dir,
-            **self.env_extra,
-        })
+        env = clean_env(
+            {
+                "ICEBOX_PROXY_SOCKET": self.endpoint.path,
+                "ICEBOX_CONCURRENCY": "1",
+                "__OW_API_HOST": "",
+                "HOME": self.dir,
+                "TMPDIR": self.dir,
+                **self.env_extra,
+            }
+        )
         # The proxy writes sentinel lines after every activation: a file never blocks it.
         with open(os.path.join(self.dir, "proxy.log"), "ab") as log:
             self.proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                env=env, cwd=self.dir, start_new_session=True,
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                cwd=self.dir,
+                start_new_session=True,
             )
         wait_until_connectable(self.endpoint, 30.0, alive=lambda: self.proc.poll() is None)
 
@@ -89,13 +98,15 @@ def run_body(params: dict, action: str, namespace: str = "guest") -> bytes:
     """A /run request shaped like the one iceboxd sends (docs/runtime-protocol.md). Built once
     and reused, so the baseline loop carries no client-side encoding cost."""
     activation = uuid.uuid4().hex
-    return json.dumps({
-        "value": params,
-        "namespace": namespace,
-        "action_name": f"/{namespace}/{action}",
-        "activation_id": activation,
-        "transaction_id": activation,
-        "api_key": "",
-        "deadline": str(int(time.time() * 1000) + 600_000),
-        "action_version": "0.0.1",
-    }).encode()
+    return json.dumps(
+        {
+            "value": params,
+            "namespace": namespace,
+            "action_name": f"/{namespace}/{action}",
+            "activation_id": activation,
+            "transaction_id": activation,
+            "api_key": "",
+            "deadline": str(int(time.time() * 1000) + 600_000),
+            "action_version": "0.0.1",
+        }
+    ).encode()

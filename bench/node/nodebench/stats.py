@@ -36,8 +36,13 @@ class Summary:
     def of_seconds(samples: list[float]) -> Summary:
         ms = [s * 1000.0 for s in samples]
         return Summary(
-            n=len(ms), p50=statistics.median(ms), p90=percentile(ms, 90), p99=percentile(ms, 99),
-            mean=statistics.fmean(ms), min=min(ms), max=max(ms),
+            n=len(ms),
+            p50=statistics.median(ms),
+            p90=percentile(ms, 90),
+            p99=percentile(ms, 99),
+            mean=statistics.fmean(ms),
+            min=min(ms),
+            max=max(ms),
         )
 
 

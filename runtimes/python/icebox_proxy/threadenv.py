@@ -17,8 +17,7 @@ import threading
 class ActivationEnviron(os._Environ):
     def __init__(self, base):
         # The same underlying dict: process-wide writes stay visible through both objects.
-        super().__init__(base._data, base.encodekey, base.decodekey, base.encodevalue,
-                         base.decodevalue)
+        super().__init__(base._data, base.encodekey, base.decodekey, base.encodevalue, base.decodevalue)
         self._local = threading.local()
 
     def set_for_this_thread(self, values):
