@@ -21,7 +21,7 @@ test: build
 
 # Formatting and lints are part of the test: a warning fails it.
 lint:
-	CARGO=$(CARGO) scripts/test.sh fmt clippy ruff
+	CARGO=$(CARGO) scripts/test.sh fmt clippy ruff machete
 
 test-rust:
 	CARGO=$(CARGO) scripts/test.sh rust

@@ -43,6 +43,15 @@ for component in rustfmt clippy; do
   fi
 done
 
+# cargo-machete (the `machete` suite: crate dependencies declared but never used), built once
+# into .tools/cargo; the version is pinned so a new release cannot fail `make lint` by itself.
+MACHETE_VERSION=0.9.2
+if [ "$(.tools/cargo/bin/cargo-machete --version 2>/dev/null)" != "$MACHETE_VERSION" ]; then
+  say "installing cargo-machete $MACHETE_VERSION into .tools/cargo"
+  cargo install --quiet --locked cargo-machete --version "$MACHETE_VERSION" --root .tools/cargo \
+    || say "warning: cargo-machete did not install; the machete suite will fail"
+fi
+
 # Python virtualenv for test tools (pytest) and, later, the bench harness.
 if [ ! -x .venv/bin/python ]; then
   say "creating .venv"
