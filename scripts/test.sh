@@ -39,7 +39,8 @@ ruff_all() {
 suite fmt "$CARGO" fmt --all --check
 suite clippy "$CARGO" clippy --release --workspace --all-targets -- -D warnings
 suite ruff ruff_all
-suite machete .tools/cargo/bin/cargo-machete
+# As a cargo subcommand: run bare, cargo-machete misreads its arguments when $CARGO is set.
+suite machete env PATH="$PWD/.tools/cargo/bin:$PATH" "$CARGO" machete
 # --no-fail-fast: one failing test binary must not hide the others.
 suite rust "$CARGO" test --release --workspace --no-fail-fast
 suite runtime-python .venv/bin/python -m pytest -q runtimes/python/tests
