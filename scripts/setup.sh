@@ -46,7 +46,8 @@ done
 # cargo-machete (the `machete` suite: crate dependencies declared but never used), built once
 # into .tools/cargo; the version is pinned so a new release cannot fail `make lint` by itself.
 MACHETE_VERSION=0.9.2
-if [ "$(.tools/cargo/bin/cargo-machete --version 2>/dev/null)" != "$MACHETE_VERSION" ]; then
+# Without CARGO in its environment, or it takes --version for a subcommand name.
+if [ "$(env -u CARGO .tools/cargo/bin/cargo-machete --version 2>/dev/null)" != "$MACHETE_VERSION" ]; then
   say "installing cargo-machete $MACHETE_VERSION into .tools/cargo"
   cargo install --quiet --locked cargo-machete --version "$MACHETE_VERSION" --root .tools/cargo \
     || say "warning: cargo-machete did not install; the machete suite will fail"
