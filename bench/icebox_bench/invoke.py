@@ -64,8 +64,11 @@ async def invoke_once(client: IceboxClient, action: str, params: dict, *, action
             limit_s = (action_timeout_ms or 600_000) / 1000.0 + _POLL_MARGIN_S
             record = await _poll(client, reply.body["activationId"], t0 + limit_s)
             if record is None:
-                out.update(status="timeout", activation_id=reply.body["activationId"],
-                           error=f"no activation record {limit_s:.0f} s after the invocation")
+                out.update(
+                    status="timeout",
+                    activation_id=reply.body["activationId"],
+                    error=f"no activation record {limit_s:.0f} s after the invocation",
+                )
             else:
                 out.update(from_record(record))
                 out["end_ms"] = record.get("end")

@@ -11,7 +11,7 @@ import sys
 from contextlib import ExitStack
 
 from nodebench import cli, procfs
-from nodebench.actions import encode, invoke_path, deploy, nodejs_hello, python_hello
+from nodebench.actions import deploy, encode, invoke_path, nodejs_hello, python_hello
 from nodebench.daemon import Daemon
 from nodebench.proxy import DirectProxy, run_body
 from nodebench.report import Row, Section, Table, ms, ratio
@@ -79,8 +79,10 @@ def _warm_part(section: Section) -> dict[str, dict[str, Summary]]:
         for d in (tcp, unix):
             cpu = procfs.cpu_seconds(d.pid) - cpu_before[d.label]
             calls = N * len(by_lang)
-            section.notes.append(f"{d.label}: the daemon used {cpu / calls * 1000:.3f} ms of CPU per call "
-                                 f"({cpu:.2f} s for {calls} calls, from /proc/PID/stat; 10 ms tick resolution).")
+            section.notes.append(
+                f"{d.label}: the daemon used {cpu / calls * 1000:.3f} ms of CPU per call "
+                f"({cpu:.2f} s for {calls} calls, from /proc/PID/stat; 10 ms tick resolution)."
+            )
             section.notes.append(_purity_note(d, before[d.label], d.metrics()))
             section.notes.append(d.isolation_note())
         reconnects = sum(t.client.reconnects for t in all_targets)
@@ -99,8 +101,10 @@ def _purity_note(d: Daemon, before, after) -> str:
     thaws = _counter_delta(before, after, "icebox_thaw_seconds_count")
     colds = _counter_delta(before, after, "icebox_invocations_total", start="cold")
     if thaws or colds:
-        return (f"{d.label}: {thaws:.0f} thaw(s) and {colds:.0f} cold start(s) happened during the timed "
-                "loop: those calls were not purely warm.")
+        return (
+            f"{d.label}: {thaws:.0f} thaw(s) and {colds:.0f} cold start(s) happened during the timed "
+            "loop: those calls were not purely warm."
+        )
     return f"{d.label}: no thaw and no cold start during the timed loop (checked in /metrics)."
 
 
@@ -134,29 +138,65 @@ def run() -> Section:
         for key, label in (("unix", "iceboxd, UNIX socket"), ("tcp", "iceboxd, TCP")):
             s = by_key[key]
             judged = key == "unix"
-            section.rows.append(Row(
-                metric=f"{lang} hello p50, {label}",
-                measured=ms(s.p50),
-                baseline=f"{ms(direct.p50)} (bare proxy, UNIX socket)",
-                ratio=ratio(s.p50, direct.p50),
-                target="≤ 1.3×" if judged else "(information: other transport)",
-                met=(s.p50 / direct.p50 <= 1.3) if judged else None,
-                summary=f"{ratio(s.p50, direct.p50)} ({ms(s.p50)} vs {ms(direct.p50)} bare)",
-            ))
-        for key, label in (("unix", "iceboxd, UNIX socket"), ("tcp", "iceboxd, TCP 127.0.0.1"), ("direct", "bare proxy, UNIX socket")):
+            section.rows.append(
+                Row(
+                    metric=f"{lang} hello p50, {label}",
+                    measured=ms(s.p50),
+                    baseline=f"{ms(direct.p50)} (bare proxy, UNIX socket)",
+                    ratio=ratio(s.p50, direct.p50),
+                    target="≤ 1.3×" if judged else "(information: other transport)",
+                    met=(s.p50 / direct.p50 <= 1.3) if judged else None,
+                    summary=f"{ratio(s.p50, direct.p50)} ({ms(s.p50)} vs {ms(direct.p50)} bare)",
+                )
+            )
+        for key, label in (
+            ("unix", "iceboxd, UNIX socket"),
+            ("tcp", "iceboxd, TCP 127.0.0.1"),
+            ("direct", "bare proxy, UNIX socket"),
+        ):
             s = by_key[key]
             dist.append([lang, label, str(s.n), ms(s.p50), ms(s.p90), ms(s.p99), ms(s.mean), ms(s.max)])
-    section.tables.append(Table(f"Latency distribution, N = {N} per row, --pause-grace 10s",
-                                ["Runtime", "Path", "n", "p50", "p90", "p99", "mean", "max"], dist))
+    section.tables.append(
+        Table(
+            f"Latency distribution, N = {N} per row, --pause-grace 10s",
+            ["Runtime", "Path", "n", "p50", "p90", "p99", "mean", "max"],
+            dist,
+        )
+    )
     rows = []
     for lang, (s, thaws) in thaw.items():
         warm_unix = warm[lang]["unix"]
-        rows.append([lang, str(s.n), f"{thaws:.0f}", ms(s.p50), ms(s.p90), ms(s.p99), ms(warm_unix.p50),
-                     ms(s.p50 - warm_unix.p50), ratio(s.p50, warm[lang]["direct"].p50)])
-    section.tables.append(Table(
-        f"Thaw on every call: default --pause-grace 50ms, {THAW_GAP * 1000:.0f} ms sleep before each call, UNIX socket",
-        ["Runtime", "n", "thaws seen in /metrics", "p50", "p90", "p99", "p50 warm without thaw (above)",
-         "p50 difference", "p50 ratio to bare proxy"], rows))
+        rows.append(
+            [
+                lang,
+                str(s.n),
+                f"{thaws:.0f}",
+                ms(s.p50),
+                ms(s.p90),
+                ms(s.p99),
+                ms(warm_unix.p50),
+                ms(s.p50 - warm_unix.p50),
+                ratio(s.p50, warm[lang]["direct"].p50),
+            ]
+        )
+    section.tables.append(
+        Table(
+            f"Thaw on every call: default --pause-grace 50ms, {THAW_GAP * 1000:.0f} ms sleep before each call,"
+            " UNIX socket",
+            [
+                "Runtime",
+                "n",
+                "thaws seen in /metrics",
+                "p50",
+                "p90",
+                "p99",
+                "p50 warm without thaw (above)",
+                "p50 difference",
+                "p50 ratio to bare proxy",
+            ],
+            rows,
+        )
+    )
     return section
 
 
