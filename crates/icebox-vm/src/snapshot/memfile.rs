@@ -183,6 +183,7 @@ pub struct Residency {
 
 // SAFETY: the mapping is read-only and only passed to mincore, never dereferenced.
 unsafe impl Send for Residency {}
+// SAFETY: shared references only pass the address to mincore, which reads no memory through it.
 unsafe impl Sync for Residency {}
 
 impl Residency {
