@@ -39,6 +39,10 @@ def from_record(record: dict) -> dict:
         result = (record.get("response") or {}).get("result")
         if isinstance(result, dict) and "error" in result:
             fields["error"] = str(result["error"])[:500]
+        # The daemon's machine-readable reason (its `ErrorKind`); absent from older daemons.
+        kind = annotation(record, "icebox.error")
+        if kind is not None:
+            fields["error_kind"] = kind
     return fields
 
 

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from icebox_bench import paths
 from icebox_bench.daemon import Daemon
+from icebox_bench.invoke import from_record
 from openapi_schema_validator import OAS30Validator
 
 pytestmark = pytest.mark.integration
@@ -316,6 +317,22 @@ def test_openwhisk_api_answers_as_the_contract_says(contract, node):
         200,
     )
     assert listed
+
+    # A failed activation's record carries its machine-readable kind, which the harness reads.
+    check(
+        contract,
+        api,
+        "put",
+        action,
+        "/api/v1/namespaces/_/actions/contract-fails?overwrite=true",
+        200,
+        {"exec": {"kind": "python:3", "code": "def main(a):\n    return {'error': 'no'}\n"}, "limits": {"memory": 128}},
+    )
+    failed = check(contract, api, "post", action, "/api/v1/namespaces/_/actions/contract-fails?blocking=true", 502, {})
+    assert {"key": "icebox.error", "value": "application_error"} in failed["annotations"]
+    fields = from_record(failed)
+    assert fields["status"] == "application_error" and fields["error_kind"] == "application_error"
+    assert not any(a["key"] == "icebox.error" for a in record["annotations"])
 
     # Errors, with the contract's bodies.
     check(contract, api, "get", action, "/api/v1/namespaces/_/actions/no-such-action", 404)

@@ -67,6 +67,20 @@ def test_errors_are_grouped_by_cause():
     assert e["errors"] == {"cannot start: all N partitions of VM sN hold live instances": 2} and e["n"] == 0
 
 
+def test_errors_with_a_kind_are_grouped_by_it_not_by_their_text():
+    failed = [
+        {
+            **inv("f", 9, status="internal_error"),
+            "error": f"all 4 partitions of VM s{n} ...",
+            "error_kind": "no_capacity",
+        }
+        for n in (2, 3)
+    ]
+    timed_out = {**inv("f", 9, status="http_error"), "error": "no answer before the run ended"}
+    e = fig10.latency_entry([*failed, timed_out])
+    assert e["errors"] == {"no_capacity": 2, "no answer before the run ended": 1}
+
+
 def test_plugged_memory_from_events_with_a_stuck_unplug():
     events = [
         event("partition_plugged", 9_000, "a", 1, bytes=PART, waited_ms=0.0, booted_vm=True),

@@ -39,6 +39,15 @@ def _detail(event: dict) -> dict:
     return detail if isinstance(detail, dict) else {}
 
 
+def error_key(invocation: dict) -> str:
+    """One key per cause: the daemon's `icebox.error` kind when the record has one, else (no
+    record: the client gave up, or an older daemon) the message with its numbers masked, so
+    VMs, sizes and waits do not split one cause."""
+    if invocation.get("error_kind"):
+        return str(invocation["error_kind"])
+    return re.sub(r"\d+(\.\d+)?", "N", str(invocation["error"]))[:240]
+
+
 def latency_entry(invocations: list[dict]) -> dict:
     """p50/p99 of the answered invocations (successes and function errors: both were served);
     the others are counted by status."""
@@ -52,8 +61,7 @@ def latency_entry(invocations: list[dict]) -> dict:
     for i in measured:
         statuses[i.get("status", "?")] = statuses.get(i.get("status", "?"), 0) + 1
         if i.get("error") and i not in served:
-            # Numbers masked: one key per cause, not per VM, size or time waited.
-            key = re.sub(r"\d+(\.\d+)?", "N", str(i["error"]))[:240]
+            key = error_key(i)
             errors[key] = errors.get(key, 0) + 1
     return {
         "n": len(served),
