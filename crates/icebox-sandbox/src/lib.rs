@@ -6,6 +6,7 @@
 pub mod cgroup;
 pub mod client;
 mod error;
+mod exit_latch;
 pub mod logs;
 pub mod manifest;
 pub mod output_budget;
@@ -14,6 +15,7 @@ mod sandbox;
 
 pub use client::{RuntimeClient, RuntimeError, RuntimeReply};
 pub use error::Cause;
+pub use exit_latch::ExitLatch;
 pub use icebox_core::{LoadingSetInfo, RestoreMode, SnapshotInfo};
 pub use logs::{LogCollector, SENTINEL};
 pub use manifest::{RuntimeManifest, Runtimes};

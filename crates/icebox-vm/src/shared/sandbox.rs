@@ -8,13 +8,14 @@ use async_trait::async_trait;
 use icebox_core::MemoryStats;
 use icebox_guest::protocol::{InstanceStats, StartRequest};
 use icebox_guest::{AgentError, Forwarder};
+use icebox_sandbox::ExitLatch;
 use icebox_sandbox::{ExitCause, LogCollector, RuntimeClient, Sandbox, SandboxError};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::sync::{watch, Notify, OnceCell};
+use tokio::sync::{watch, OnceCell};
 use tokio::task::JoinHandle;
 
 pub struct SharedSandbox {
@@ -27,9 +28,8 @@ pub struct SharedSandbox {
     plug: PlugReport,
     forwarder: Mutex<Option<Forwarder>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    exit_cause: OnceLock<ExitCause>,
+    exit: ExitLatch,
     exit_reason: OnceLock<String>,
-    exit_notify: Notify,
     /// The agent's `stop`, done once: how long it took (ms).
     stopped: OnceCell<f64>,
     destroyed: AtomicBool,
@@ -54,9 +54,8 @@ impl SharedSandbox {
             plug,
             forwarder: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
-            exit_cause: OnceLock::new(),
+            exit: ExitLatch::default(),
             exit_reason: OnceLock::new(),
-            exit_notify: Notify::new(),
             stopped: OnceCell::new(),
             destroyed: AtomicBool::new(false),
             reclaim: watch::channel(None).0,
@@ -138,11 +137,10 @@ impl SharedSandbox {
     }
 
     pub(super) fn mark_exited(&self, cause: ExitCause, reason: String) {
-        if self.exit_cause.set(cause).is_ok() {
+        if self.exit.set(cause) {
             tracing::debug!(instance = %self.id, "{reason}");
             let _ = self.exit_reason.set(reason);
         }
-        self.exit_notify.notify_waiters();
     }
 
     /// Stop the runtime in the guest (its cgroup killed and empty), keeping its partition
@@ -240,17 +238,11 @@ impl Sandbox for SharedSandbox {
     }
 
     async fn exited(&self) {
-        loop {
-            let notified = self.exit_notify.notified();
-            if self.exit_cause.get().is_some() {
-                return;
-            }
-            notified.await;
-        }
+        self.exit.wait().await
     }
 
     fn exit_cause(&self) -> Option<ExitCause> {
-        self.exit_cause.get().copied()
+        self.exit.get()
     }
 
     /// Stop the runtime, then unplug its partition in the background: the partition's memory
