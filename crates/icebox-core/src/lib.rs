@@ -9,12 +9,14 @@ pub mod activation;
 pub mod api;
 pub mod error_kind;
 pub mod event;
+pub mod ids;
 pub mod instance;
 pub mod memory;
 pub mod offload;
 pub mod proc_text;
 pub mod snapshot;
 pub mod time;
+pub mod units;
 
 pub use action::{ActionLimits, ActionSpec, Exec, KeyValue, LimitError};
 pub use activation::{ActivationRecord, ActivationResponse, ActivationStatus};

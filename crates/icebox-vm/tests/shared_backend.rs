@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-const MIB: u64 = 1 << 20;
+use icebox_core::units::MIB;
 
 /// One N:1 VM (N + 1 vCPUs) at a time: seven of them at once on a small CI host under TCG
 /// would starve each other past their boot and resize timeouts.

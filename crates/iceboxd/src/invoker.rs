@@ -110,7 +110,7 @@ impl From<InvokeError> for ApiError {
 }
 
 pub fn new_activation_id() -> String {
-    format!("{:032x}", rand::random::<u128>())
+    icebox_core::ids::random_hex128()
 }
 
 /// Admission, synchronous: the invocation runs now, waits in the queue, or is refused here.

@@ -7,7 +7,7 @@ use crate::testchild::TestChild;
 use crate::testswap::{without_swap, TestSwap};
 use std::time::{Duration, Instant};
 
-const MIB: u64 = 1 << 20;
+use icebox_core::units::MIB;
 
 #[test]
 fn spans_bridge_small_gaps_only() {

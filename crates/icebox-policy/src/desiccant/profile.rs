@@ -296,7 +296,7 @@ impl ProfileStore {
 mod tests {
     use super::*;
 
-    const MIB: u64 = 1024 * 1024;
+    use icebox_core::units::MIB;
 
     fn profile(memory_mib: u64, freed_mib: u64, live_mib: u64, cpu_ms: f64) -> Profile {
         Profile {

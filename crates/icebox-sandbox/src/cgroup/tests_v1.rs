@@ -5,7 +5,7 @@ use super::*;
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
 
-const MIB: u64 = 1 << 20;
+use icebox_core::units::MIB;
 
 fn read(dir: &Path, file: &str) -> String {
     fs::read_to_string(dir.join(file))

@@ -143,7 +143,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    const MIB: u64 = 1 << 20;
+    use icebox_core::units::MIB;
 
     #[tokio::test]
     async fn a_reservation_waits_for_a_release_then_proceeds() {

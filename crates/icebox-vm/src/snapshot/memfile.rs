@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-pub const PAGE: u64 = 4096;
+pub use icebox_core::units::PAGE;
 /// Bytes read or written per system call when streaming a file.
 const CHUNK: usize = 1 << 20;
 

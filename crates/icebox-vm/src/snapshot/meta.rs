@@ -101,7 +101,7 @@ impl SnapshotMeta {
         SnapshotMeta {
             format: FORMAT,
             backend: "vm".into(),
-            id: format!("{:016x}", rand_u64()),
+            id: icebox_core::ids::random_hex128(),
             fingerprint,
             guest_instance,
             memory,
@@ -167,20 +167,6 @@ pub fn fnv1a(bytes: &[u8]) -> String {
         (h ^ *b as u64).wrapping_mul(0x100000001b3)
     });
     format!("{hash:016x}")
-}
-
-fn rand_u64() -> u64 {
-    let mut buf = [0u8; 8];
-    // SAFETY: getrandom fills the buffer it is given.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if n != buf.len() as isize {
-        // Uniqueness is all that matters here: time and pid will do.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        return t.as_nanos() as u64 ^ ((std::process::id() as u64) << 40);
-    }
-    u64::from_ne_bytes(buf)
 }
 
 /// The first line of `qemu --version`, asked once per binary.
