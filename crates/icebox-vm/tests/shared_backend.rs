@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use icebox_sandbox::{InstanceSpec, Sandbox, SandboxBackend};
+use icebox_sandbox_api::{InstanceSpec, Sandbox, SandboxBackend};
 use icebox_vm::shared::{Mode, PartitionEvent, ReclaimOutcome, Slot};
 use icebox_vm::{Accel, AccelChoice, SharedBackend, SharedConfig, SharedSandbox};
 use std::path::Path;

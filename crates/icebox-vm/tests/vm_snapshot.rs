@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use icebox_core::RestoreMode;
-use icebox_sandbox::{Sandbox, SandboxBackend, Snapshots};
+use icebox_sandbox_api::{Sandbox, SandboxBackend, Snapshots};
 use icebox_vm::snapshot::{loadset_file, meta};
 use icebox_vm::{VmBackend, VmSandbox};
 use serde_json::{json, Value};

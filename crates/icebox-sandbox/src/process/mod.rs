@@ -20,7 +20,7 @@ use self::sandbox::Isolation;
 use crate::cgroup::{CgroupLimits, CgroupRoot, CgroupVersion};
 use crate::client::RuntimeClient;
 use crate::logs::LogCollector;
-use crate::sandbox::{InstanceSpec, Sandbox, SandboxBackend, SandboxError, Snapshots};
+use crate::{InstanceSpec, Sandbox, SandboxBackend, SandboxError, Snapshots};
 use anyhow::Context;
 use async_trait::async_trait;
 pub use icebox_snap::criu::Criu;

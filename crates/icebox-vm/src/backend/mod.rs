@@ -12,7 +12,7 @@ use crate::vm::{Vm, VmPaths};
 use async_trait::async_trait;
 use icebox_guest::protocol::StartRequest;
 use icebox_guest::AgentError;
-use icebox_sandbox::{
+use icebox_sandbox_api::{
     InstanceSpec, LogCollector, Sandbox, SandboxBackend, SandboxError, Snapshots,
 };
 use std::path::{Path, PathBuf};

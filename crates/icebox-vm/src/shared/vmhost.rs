@@ -13,7 +13,7 @@ use crate::qemu::VmConfig;
 use crate::vm::{Vm, VmPaths};
 use icebox_guest::protocol::{Event, InstanceStats, Stats};
 use icebox_guest::{AgentError, EventStream};
-use icebox_sandbox::{ExitCause, InstanceSpec, SandboxError};
+use icebox_sandbox_api::{ExitCause, InstanceSpec, SandboxError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -281,7 +281,7 @@ impl SharedVm {
             sandbox.start_runtime(&request).await
         };
         if let Err(e) = started.await {
-            icebox_sandbox::Sandbox::destroy(sandbox.as_ref()).await;
+            icebox_sandbox_api::Sandbox::destroy(sandbox.as_ref()).await;
             return Err(e);
         }
         tracing::info!(

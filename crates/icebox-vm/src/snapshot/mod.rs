@@ -26,7 +26,7 @@ pub use restored::{Ready, Restored, Steps};
 use crate::backend::{VmBackend, VmSandbox};
 use async_trait::async_trait;
 use icebox_core::{LoadingSetInfo, RestoreMode, SnapshotInfo};
-use icebox_sandbox::{InstanceSpec, Sandbox, SandboxError, Snapshots};
+use icebox_sandbox_api::{InstanceSpec, Sandbox, SandboxError, Snapshots};
 use meta::{Fingerprint, SnapshotMeta, MEMORY_FILE};
 use std::path::Path;
 use std::sync::Arc;

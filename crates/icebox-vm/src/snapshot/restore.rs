@@ -20,7 +20,7 @@ use crate::qemu::MemoryBackend;
 use crate::vm::{BootError, Vm, VmPaths};
 use icebox_core::RestoreMode;
 use icebox_guest::AgentError;
-use icebox_sandbox::{InstanceSpec, Sandbox, SandboxError};
+use icebox_sandbox_api::{InstanceSpec, Sandbox, SandboxError};
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;

@@ -8,7 +8,7 @@ use super::{integrity, memfile};
 use crate::backend::{VmBackend, VmSandbox};
 use crate::qmp::shell_quote;
 use icebox_core::SnapshotInfo;
-use icebox_sandbox::SandboxError;
+use icebox_sandbox_api::SandboxError;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
