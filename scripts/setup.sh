@@ -23,6 +23,8 @@ command -v npm >/dev/null || apt_packages+=(npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || apt_packages+=(python3-venv)
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || apt_packages+=(python3-pip)
 command -v cc >/dev/null || apt_packages+=(build-essential)
+# The warm-latency benchmark measures one haproxy hop as a baseline.
+command -v haproxy >/dev/null || apt_packages+=(haproxy)
 if [ ${#apt_packages[@]} -gt 0 ] && need_root "${apt_packages[*]}"; then
   say "apt-get install ${apt_packages[*]}"
   export DEBIAN_FRONTEND=noninteractive
