@@ -16,9 +16,18 @@ impl ExitLatch {
     /// Records the exit; true if this call set it (a later cause is ignored). Wakes every
     /// waiter either way.
     pub fn set(&self, cause: ExitCause) -> bool {
-        let first = self.cause.set(cause).is_ok();
+        self.set_then(cause, || {})
+    }
+
+    /// As [`Self::set`], running `first` (when this call set the cause) before any waiter
+    /// wakes: what a waiter reads next to the cause (its reason, say) is there when it looks.
+    pub fn set_then(&self, cause: ExitCause, first: impl FnOnce()) -> bool {
+        let set = self.cause.set(cause).is_ok();
+        if set {
+            first();
+        }
         self.notify.notify_waiters();
-        first
+        set
     }
 
     pub fn get(&self) -> Option<ExitCause> {

@@ -164,10 +164,10 @@ impl VmSandbox {
     }
 
     fn mark_exited(&self, cause: ExitCause, reason: String) {
-        if self.exit.set(cause) {
+        self.exit.set_then(cause, || {
             tracing::debug!(instance = %self.id, "{reason}");
             let _ = self.exit_reason.set(reason);
-        }
+        });
     }
 }
 

@@ -137,10 +137,10 @@ impl SharedSandbox {
     }
 
     pub(super) fn mark_exited(&self, cause: ExitCause, reason: String) {
-        if self.exit.set(cause) {
+        self.exit.set_then(cause, || {
             tracing::debug!(instance = %self.id, "{reason}");
             let _ = self.exit_reason.set(reason);
-        }
+        });
     }
 
     /// Stop the runtime in the guest (its cgroup killed and empty), keeping its partition
