@@ -8,17 +8,22 @@ Run alone: python3 bench/node/warm_latency.py [--out FILE]
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import ExitStack
 
 from nodebench import cli, haproxy, procfs
 from nodebench.actions import deploy, encode, invoke_path, nodejs_hello, python_hello
+from nodebench.client import Client, Endpoint
 from nodebench.daemon import Daemon
 from nodebench.proxy import DirectProxy, run_body
-from nodebench.report import Row, Section, Table, ms, ratio
+from nodebench.report import NOT_MEASURED, Row, Section, Table, ms, ratio
 from nodebench.stats import Summary, metric_sum
 from nodebench.timing import Target, interleaved, time_calls
 
 TITLE = "Warm invocation latency"
+# Where a crun instance's proxy listens, inside its mount namespace
+# (crates/icebox-sandbox/src/process/oci.rs).
+SOCKET_INSIDE = "/run/icebox/proxy.sock"
 N = 500
 WARMUP = 30
 BLOCK = 50
@@ -52,6 +57,23 @@ def _daemon_target(daemon: Daemon, action: str, label: str) -> Target:
     return Target(label, daemon.client(), "POST", invoke_path(action), encode(PARAMS))
 
 
+def _sandboxed_proxy(daemon: Daemon, action: str) -> Endpoint:
+    """The proxy socket of the daemon's (only) instance of `action`, reached from the host
+    through the instance's own root (as the daemon reaches it): the same runtime in its
+    sandbox (cgroup, uid, namespaces), without the daemon in between."""
+    deadline = time.monotonic() + 30
+    with daemon.client() as c:
+        # Its pids appear with the instance's first memory sample.
+        while True:
+            instances = c.get_json("/icebox/v1/instances")
+            pids = [p for i in instances if i.get("action", "").endswith(f"/{action}") for p in i.get("pids") or []]
+            if pids:
+                return Endpoint.unix(f"/proc/{pids[0]}/root{SOCKET_INSIDE}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no instance of {action} with a pid in /icebox/v1/instances: {instances}")
+            time.sleep(0.2)
+
+
 def _warm_part(section: Section) -> dict[str, dict[str, Summary]]:
     by_lang: dict[str, dict[str, Target]] = {}
     with ExitStack() as stack:
@@ -70,6 +92,12 @@ def _warm_part(section: Section) -> dict[str, dict[str, Summary]]:
             stack.callback(pc.close)
             proxy.init(pc, name, ex.code)
             targets["direct"] = Target(f"{ex.lang} direct", pc, "POST", "/run", run_body(PARAMS, name))
+            first = targets["unix"].client.request("POST", invoke_path(name), encode(PARAMS))
+            if first.status != 200:
+                raise RuntimeError(f"{name}: {first.status} {first.body[:200]!r}")
+            sc = Client(_sandboxed_proxy(unix, name), None, timeout=60)
+            stack.callback(sc.close)
+            targets["sandboxed"] = Target(f"{ex.lang} sandboxed", sc, "POST", "/run", run_body(PARAMS, name))
             if haproxy.unavailable() is None:
                 hop = stack.enter_context(haproxy.HaproxyHop(proxy.endpoint.path))
                 hc = hop.client()
@@ -234,6 +262,52 @@ def run() -> Section:
                 ms(hop.max),
             ]
         )
+    stages = []
+    for lang, by_key in warm.items():
+        bare, sandboxed, full = by_key["direct"], by_key["sandboxed"], by_key["unix"]
+        hop = by_key.get("haproxy")
+        stages.append(
+            [
+                lang,
+                ms(bare.p50),
+                ms(sandboxed.p50),
+                ms(sandboxed.p50 - bare.p50),
+                ms(hop.p50) if hop else NOT_MEASURED,
+                ms(hop.p50 - bare.p50) if hop else NOT_MEASURED,
+                ms(full.p50),
+                ms(full.p50 - sandboxed.p50),
+            ]
+        )
+        dist.append(
+            [
+                lang,
+                "proxy in its sandbox, called directly",
+                str(sandboxed.n),
+                ms(sandboxed.p50),
+                ms(sandboxed.p90),
+                ms(sandboxed.p99),
+                ms(sandboxed.mean),
+                ms(sandboxed.max),
+            ]
+        )
+    section.tables.append(
+        Table(
+            "Where a warm call's time goes (p50, UNIX sockets, interleaved in one run): the bare proxy; the"
+            " same runtime in its sandbox called directly (the sandbox's cost); one haproxy hop in front of"
+            " the bare proxy (a reverse proxy's cost); iceboxd (the daemon's cost over the sandboxed proxy)",
+            [
+                "Runtime",
+                "bare proxy",
+                "sandboxed proxy",
+                "sandbox adds",
+                "haproxy hop",
+                "haproxy adds",
+                "iceboxd",
+                "iceboxd adds over the sandboxed proxy",
+            ],
+            stages,
+        )
+    )
     section.tables.append(
         Table(
             f"Latency distribution, N = {N} per row, --pause-grace 10s",
