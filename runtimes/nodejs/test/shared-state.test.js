@@ -33,7 +33,8 @@ async function main(params) {
 
 for (const mode of ['process', 'shared', 'isolate']) {
   test(`icebox.shared in ${mode} mode`, async (t) => {
-    const proxy = await startProxy(t, { ICEBOX_SHARING: mode, ICEBOX_CONCURRENCY: mode === 'process' ? '1' : '4' });
+    // NODE_OPTIONS as iceboxd sets it for isolate mode's v8 engine (runtime.json).
+    const proxy = await startProxy(t, { ICEBOX_SHARING: mode, ICEBOX_CONCURRENCY: mode === 'process' ? '1' : '4', NODE_OPTIONS: '--no-node-snapshot' });
     assert.equal((await proxy.init({ code: sourceOf(main) })).status, 200);
     const res = await proxy.run({});
     assert.equal(res.status, 200, res.text);
