@@ -106,10 +106,11 @@ async def measure_starts(client: IceboxClient, spec: FunctionSpec, *, rounds: in
 
 
 async def measure_teardown(client: IceboxClient, kind: str, *, hold_mb: int, isolate_memory_mb: int,
-                           memory_mb: int, variant: str | None = None, log=print) -> dict:
+                           memory_mb: int, variant: str | None = None, engine: str | None = None,
+                           log=print) -> dict:
     action = "isolates-latency.teardown"
     body = sharing_body(None, "isolate", concurrency=2, memory_mb=memory_mb, reclaim="desiccant",
-                        isolate={"memory_mb": isolate_memory_mb, "pool": 1},
+                        isolate={"memory_mb": isolate_memory_mb, "pool": 1, "engine": engine},
                         exec_body={"kind": kind, "code": HOLD_SOURCE, "binary": False})
     await deploy(client, action, body)
     try:

@@ -64,7 +64,8 @@ class IsolatesLatency(Recipe):
                 down = await measure_teardown(ctx.client, spec.kind, hold_mb=int(s["hold_mb"]),
                                               isolate_memory_mb=int(s["teardown_isolate_memory_mb"]),
                                               memory_mb=int(s["teardown_memory_mb"]),
-                                              variant=s.get("reclaim_variant") or None, log=ctx.log)
+                                              variant=s.get("reclaim_variant") or None,
+                                              engine=isolate_settings(s)["engine"], log=ctx.log)
             except (IceboxError, RuntimeError, ValueError) as e:
                 self._failed["teardown"] = str(e)
                 ctx.log(f"error: teardown: {e}")

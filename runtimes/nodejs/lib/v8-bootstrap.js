@@ -350,7 +350,7 @@
   const cache = Object.create(null);
   let builtins = null; // name -> exports, made on first require of each
   const BUILTIN_MAKERS = {
-    buffer: () => loadFile(host.internalModule('buffer')),
+    buffer: () => withBase64url(loadFile(host.internalModule('buffer'))),
     crypto: () => makeCrypto(),
     url: () => ({ URL, URLSearchParams }),
     util: () => ({
@@ -362,6 +362,27 @@
       TextDecoder,
     }),
   };
+  // The npm buffer package predates Node's 'base64url' encoding. Its base64 decoder already
+  // takes the URL-safe alphabet and missing padding, so only the name and the encoder are added.
+  function withBase64url(exports) {
+    const { Buffer } = exports;
+    const isUrl = (encoding) => typeof encoding === 'string' && encoding.toLowerCase() === 'base64url';
+    const { toString, write } = Buffer.prototype;
+    const { from, byteLength, isEncoding } = Buffer;
+    Buffer.prototype.toString = function toStringWithUrl(encoding, ...rest) {
+      if (!isUrl(encoding)) return toString.call(this, encoding, ...rest);
+      return toString.call(this, 'base64', ...rest).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+    };
+    Buffer.prototype.write = function writeWithUrl(string, ...rest) {
+      const at = rest.findIndex(isUrl);
+      if (at !== -1) rest[at] = 'base64';
+      return write.call(this, string, ...rest);
+    };
+    Buffer.from = (value, encoding, ...rest) => from(value, isUrl(encoding) ? 'base64' : encoding, ...rest);
+    Buffer.byteLength = (value, encoding) => byteLength(value, isUrl(encoding) ? 'base64' : encoding);
+    Buffer.isEncoding = (encoding) => isUrl(encoding) || isEncoding(encoding);
+    return exports;
+  }
   function builtin(name) {
     if (builtins === null) builtins = Object.create(null);
     if (!(name in builtins)) builtins[name] = BUILTIN_MAKERS[name]();

@@ -129,6 +129,7 @@ test('timers, microtasks, TextEncoder/TextDecoder, URL, structuredClone, crypto 
       hmac: nodeCrypto.createHmac('sha256', 'key').update(buf).digest('base64'),
       pbkdf2: nodeCrypto.pbkdf2Sync('pw', 'salt', 10, 8, 'sha256').toString('hex'),
       base64: buf.toString('base64'),
+      base64url: [Buffer.from([0xfb, 0xff]).toString('base64url'), Buffer.from('-_8', 'base64url').toString('hex')],
       isBuffer: Buffer.isBuffer(buf) && buf instanceof Uint8Array,
       now: typeof performance.now() === 'number',
     };
@@ -153,6 +154,7 @@ test('timers, microtasks, TextEncoder/TextDecoder, URL, structuredClone, crypto 
   assert.equal(body.hmac, crypto.createHmac('sha256', 'key').update('hello world').digest('base64'));
   assert.equal(body.pbkdf2, crypto.pbkdf2Sync('pw', 'salt', 10, 8, 'sha256').toString('hex'));
   assert.equal(body.base64, Buffer.from('hello world').toString('base64'));
+  assert.deepEqual(body.base64url, [Buffer.from([0xfb, 0xff]).toString('base64url'), Buffer.from('-_8', 'base64url').toString('hex')]);
   assert.equal(body.isBuffer, true);
   assert.equal(body.now, true);
 });
