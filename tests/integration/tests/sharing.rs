@@ -294,7 +294,10 @@ fn an_isolate_allocating_buffers_past_its_limit_fails_alone() {
     }
     let hog = &runs[0];
     assert!(!hog.succeeded(), "{}", hog.result());
-    let error = hog.result()["error"].as_str().unwrap_or_default().to_string();
+    let error = hog.result()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(
         error.contains("ran out of memory (memory limit"),
         "{}",
