@@ -9,6 +9,11 @@
   'use strict';
 
   const g = globalThis;
+  // V8's gc(), there because lib/v8-isolate.js starts each context with --expose-gc, kept for
+  // the host's collections (collect below) and taken from the action: the property cannot be
+  // deleted (V8 makes it non-configurable), so it stays, undefined.
+  const fullGc = typeof g.gc === 'function' ? g.gc : null;
+  if (fullGc) g.gc = undefined;
   const define = (target, name, value) => Object.defineProperty(target, name, {
     value, writable: true, configurable: true, enumerable: false,
   });
@@ -166,6 +171,13 @@
     if (ArrayBuffer.isView(input)) return new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
     throw new TypeError(`${what} must be an ArrayBuffer or an ArrayBufferView`);
   }
+  // Bytes to hand to the host: a view is copied across with its whole ArrayBuffer, so one that
+  // covers only part of it is cut out first; one that covers all of it goes as it is (a copy
+  // here would be garbage as large as the data, which this isolate collects only late).
+  function bytesForHost(input, what) {
+    const bytes = bytesOf(input, what);
+    return bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : bytes.slice();
+  }
   class TextEncoder {
     get encoding() { return 'utf-8'; }
     encode(input = '') { return utf8(input); }
@@ -197,7 +209,7 @@
     get ignoreBOM() { return this.#ignoreBOM; }
     decode(input = new Uint8Array(0), opts = {}) {
       if (opts && opts.stream) throw new TypeError('TextDecoder: { stream: true } is not supported in isolate mode\'s v8 engine');
-      return host.decode(this.#encoding, this.#fatal, this.#ignoreBOM, bytesOf(input, 'The "input" argument').slice());
+      return host.decode(this.#encoding, this.#fatal, this.#ignoreBOM, bytesForHost(input, 'The "input" argument'));
     }
   }
   define(g, 'TextEncoder', TextEncoder);
@@ -440,7 +452,7 @@
     const { Buffer } = builtin('buffer');
     const chunk = (data, encoding) => {
       if (typeof data === 'string') return [data, encoding || 'utf8'];
-      return [bytesOf(data, 'The "data" argument').slice(), null];
+      return [bytesForHost(data, 'The "data" argument'), null];
     };
     const result = (out, encoding) => (encoding ? out : Buffer.from(out.buffer, out.byteOffset, out.byteLength));
     function digester(kind, algorithm, key) {
@@ -612,5 +624,10 @@
     return { hook: true };
   }
 
-  return { load, run, fire, restored };
+  // A full collection, between activations: see lib/v8-isolate.js, maybeCollect.
+  function collect() {
+    if (fullGc) fullGc();
+  }
+
+  return { load, run, fire, restored, collect };
 });

@@ -10,6 +10,7 @@
 
 const fs = require('fs');
 const path = require('path');
+const v8 = require('v8');
 const { InitError, describeError } = require('./errors');
 const { shared: hostFunctions, now } = require('./v8-host');
 const { withLookup, FOUND } = require('./source');
@@ -24,6 +25,12 @@ const DEFAULT_MEMORY_MB = 128;
 const BOOTSTRAP = fs.readFileSync(path.join(__dirname, 'v8-bootstrap.js'), 'utf8');
 const SHARED_API = `(request) => { ${keyOf}\n${checkUpdater}\nreturn (${remoteSharedApi})(request); }`;
 const COPY_IN_OUT = { arguments: { copy: true }, result: { copy: true, promise: true } };
+// An isolate that an activation left holding more than this in ArrayBuffers outside its heap
+// gets a full collection after the activation. V8 collects dead ArrayBuffers late (past about
+// 64 MB of them), and each isolate has its own such allowance: 8 idle isolates that each
+// kept a few activations' dead image buffers held 100 MB more than one process with the same
+// garbage (isolates-memory, image, 2026-11-28).
+const COLLECT_EXTERNAL_BYTES = 8 * 1024 * 1024;
 
 // isolated-vm on Node 20 needs the process started without Node's startup snapshot (its
 // README); iceboxd starts isolate-mode instances with NODE_OPTIONS=--no-node-snapshot
@@ -134,6 +141,10 @@ class V8Isolate {
 
   async load(seed) {
     try {
+      // V8 reads the flag when it makes the context: gc() is installed there, for the host's
+      // collections only (lib/v8-bootstrap.js). Set before each, since lib/full-gc.js turns it
+      // off again after its own use.
+      v8.setFlagsFromString('--expose-gc');
       const context = await this.isolate.createContext();
       const script = await compileBootstrap(this.isolate);
       const bootstrap = await script.run(context, { reference: true });
@@ -142,7 +153,7 @@ class V8Isolate {
         new ivm.ExternalCopy(this.bootstrapOptions(seed)).copyInto(),
       ], { result: { reference: true } });
       this.api = {};
-      for (const name of ['load', 'run', 'fire', 'restored']) this.api[name] = await api.get(name, { reference: true });
+      for (const name of ['load', 'run', 'fire', 'restored', 'collect']) this.api[name] = await api.get(name, { reference: true });
       const { code, main, dir } = this.pool.workerData;
       let args;
       if (dir === null) {
@@ -199,6 +210,21 @@ class V8Isolate {
       return;
     }
     if (this.activation) this.activation({ response: { status: outcome.status, body: outcome.body }, started });
+    this.maybeCollect();
+  }
+
+  // After the reply: a full collection if the activation left much in ArrayBuffers (see
+  // COLLECT_EXTERNAL_BYTES). It runs on the isolate's thread; a next activation borrowing the
+  // isolate meanwhile waits for it.
+  async maybeCollect() {
+    try {
+      const stats = await this.isolate.getHeapStatistics();
+      if (stats.externally_allocated_size >= COLLECT_EXTERNAL_BYTES && !this.exited) {
+        await this.api.collect.apply(undefined, []);
+      }
+    } catch (err) {
+      // it ended meanwhile
+    }
   }
 
   fire(id) {
