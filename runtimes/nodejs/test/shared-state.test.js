@@ -60,4 +60,5 @@ test('the sharing object is reported before /init too; a bad mode stops the prox
     else assert.deepEqual(Object.keys(sharing).sort(), ['capacity', 'in_flight', 'mode']);
   }
   await assert.rejects(startProxy(t, { ICEBOX_SHARING: 'threads' }), /ICEBOX_SHARING must be one of process, shared, isolate/);
+  await assert.rejects(startProxy(t, { ICEBOX_SHARING: 'isolate', ICEBOX_ISOLATE_ENGINE: 'threads' }), /ICEBOX_ISOLATE_ENGINE must be one of v8, worker/);
 });
