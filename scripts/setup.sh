@@ -91,6 +91,9 @@ if [ ! -f "$isolates/node_modules/isolated-vm/out/isolated_vm.node" ] \
   (cd "$isolates" && npm_config_nodedir="$(dirname "$(dirname "$node_bin")")" npm_config_build_from_source=true \
     npm ci --omit=dev --no-audit --no-fund --silent) \
     || { say "isolated-vm did not build: isolate mode's v8 engine needs it (a C++ compiler, python3, node's headers)"; exit 1; }
+  # An npm that skips install scripts would leave the package without its binary.
+  [ -f "$isolates/node_modules/isolated-vm/out/isolated_vm.node" ] \
+    || { say "npm installed isolated-vm without building it (install scripts skipped?)"; exit 1; }
   cp "$isolates/package-lock.json" "$isolates/node_modules/.icebox-lock"
   echo "$node_version" >"$isolates/node_modules/.icebox-node"
 fi
