@@ -92,7 +92,10 @@ class V8Isolate {
       },
     });
     this.gone = new Promise((resolve) => { this.onGone = resolve; });
-    this.ready = this.load(seeds.seedFor('isolate', id));
+    // Taken now, as a Worker copies process.env when it is made: an /icebox/restored that comes
+    // while this isolate loads gives it the new values through restore(), not at load.
+    const options = this.bootstrapOptions(seeds.seedFor('isolate', id));
+    this.ready = this.load(options);
     this.ready.catch(() => {}); // the pool decides who hears about a failed start
   }
 
@@ -139,7 +142,7 @@ class V8Isolate {
     };
   }
 
-  async load(seed) {
+  async load(options) {
     try {
       // V8 reads the flag when it makes the context: gc() is installed there, for the host's
       // collections only (lib/v8-bootstrap.js). Set before each, since lib/full-gc.js turns it
@@ -150,7 +153,7 @@ class V8Isolate {
       const bootstrap = await script.run(context, { reference: true });
       const api = await bootstrap.apply(undefined, [
         new ivm.ExternalCopy(this.callbacks()).copyInto(),
-        new ivm.ExternalCopy(this.bootstrapOptions(seed)).copyInto(),
+        new ivm.ExternalCopy(options).copyInto(),
       ], { result: { reference: true } });
       this.api = {};
       for (const name of ['load', 'run', 'fire', 'restored', 'collect']) this.api[name] = await api.get(name, { reference: true });
