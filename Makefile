@@ -19,9 +19,9 @@ run: build
 test: build
 	CARGO=$(CARGO) scripts/test.sh
 
-# Formatting and lints are part of the test: a warning fails it.
+# Formatting and lints are part of the test: a warning fails it (docs/development.md).
 lint:
-	CARGO=$(CARGO) scripts/test.sh fmt clippy
+	CARGO=$(CARGO) scripts/test.sh fmt clippy ruff machete
 
 test-rust:
 	CARGO=$(CARGO) scripts/test.sh rust

@@ -23,6 +23,8 @@ command -v npm >/dev/null || apt_packages+=(npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || apt_packages+=(python3-venv)
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || apt_packages+=(python3-pip)
 command -v cc >/dev/null || apt_packages+=(build-essential)
+# The warm-latency benchmark measures one haproxy hop as a baseline.
+command -v haproxy >/dev/null || apt_packages+=(haproxy)
 if [ ${#apt_packages[@]} -gt 0 ] && need_root "${apt_packages[*]}"; then
   say "apt-get install ${apt_packages[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -43,15 +45,27 @@ for component in rustfmt clippy; do
   fi
 done
 
+# cargo-machete (the `machete` suite: crate dependencies declared but never used), built once
+# into .tools/cargo; the version is pinned so a new release cannot fail `make lint` by itself.
+MACHETE_VERSION=0.9.2
+# Without CARGO in its environment, or it takes --version for a subcommand name.
+if [ "$(env -u CARGO .tools/cargo/bin/cargo-machete --version 2>/dev/null)" != "$MACHETE_VERSION" ]; then
+  say "installing cargo-machete $MACHETE_VERSION into .tools/cargo"
+  cargo install --quiet --locked cargo-machete --version "$MACHETE_VERSION" --root .tools/cargo \
+    || say "warning: cargo-machete did not install; the machete suite will fail"
+fi
+
 # Python virtualenv for test tools (pytest) and, later, the bench harness.
 if [ ! -x .venv/bin/python ]; then
   say "creating .venv"
   python3 -m venv .venv
 fi
 .venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/pip install -q pytest
-if [ ! -f .venv/.icebox-bench-installed ] || [ bench/pyproject.toml -nt .venv/.icebox-bench-installed ]; then
-  say "installing the bench harness (icebox-bench)"
-  .venv/bin/pip install -q -e 'bench[test]' && touch .venv/.icebox-bench-installed
+# The `lint` extra is ruff, which `make lint` runs over all the Python.
+if [ ! -f .venv/.icebox-bench-installed ] || [ bench/pyproject.toml -nt .venv/.icebox-bench-installed ] \
+    || [ ! -x .venv/bin/ruff ]; then
+  say "installing the bench harness (icebox-bench) and ruff"
+  .venv/bin/pip install -q -e 'bench[test,lint]' && touch .venv/.icebox-bench-installed
 fi
 
 # Packages the benchmark functions import, installed inside each runtime's directory (the

@@ -28,8 +28,19 @@ suite() {
     names+=("$name")
 }
 
+# Both halves run, so a lint failure does not hide unformatted files. ruff.toml says what is checked.
+ruff_all() {
+    local rc=0
+    .venv/bin/ruff check . || rc=1
+    .venv/bin/ruff format --check . || rc=1
+    return $rc
+}
+
 suite fmt "$CARGO" fmt --all --check
 suite clippy "$CARGO" clippy --release --workspace --all-targets -- -D warnings
+suite ruff ruff_all
+# As a cargo subcommand: run bare, cargo-machete misreads its arguments when $CARGO is set.
+suite machete env PATH="$PWD/.tools/cargo/bin:$PATH" "$CARGO" machete
 # --no-fail-fast: one failing test binary must not hide the others.
 suite rust "$CARGO" test --release --workspace --no-fail-fast
 suite runtime-python .venv/bin/python -m pytest -q runtimes/python/tests

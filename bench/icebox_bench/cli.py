@@ -9,8 +9,18 @@ import sys
 
 from . import __version__
 from .client import IceboxError
-from .commands import (common, deploy_cmd, list_cmd, loop_cmd, profile_cmd, replay_cmd, report_cmd, run_cmd,
-                       selftest_cmd, soak_cmd)
+from .commands import (
+    common,
+    deploy_cmd,
+    list_cmd,
+    loop_cmd,
+    profile_cmd,
+    replay_cmd,
+    report_cmd,
+    run_cmd,
+    selftest_cmd,
+    soak_cmd,
+)
 from .daemon import DaemonError
 from .manifest import ManifestError
 from .mapping import MappingError
@@ -18,8 +28,15 @@ from .mapping import MappingError
 COMMANDS = (deploy_cmd, replay_cmd, loop_cmd, profile_cmd, report_cmd, run_cmd, selftest_cmd, list_cmd, soak_cmd)
 # Failures whose message says everything: shown without a traceback (unless
 # ICEBOX_BENCH_DEBUG=1, for when the message is not enough).
-EXPECTED_ERRORS = (IceboxError, DaemonError, ManifestError, MappingError, FileNotFoundError,
-                   FileExistsError, ValueError)
+EXPECTED_ERRORS = (
+    IceboxError,
+    DaemonError,
+    ManifestError,
+    MappingError,
+    FileNotFoundError,
+    FileExistsError,
+    ValueError,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import os
@@ -49,8 +48,10 @@ def resolve_auth(value: str | None) -> str:
     auth_file = paths.default_auth_file()
     if auth_file.is_file():
         return auth_file.read_text().strip()
-    raise IceboxError("no API key: pass --auth uuid:key or set ICEBOX_AUTH "
-                      "(`make run` keeps its key in var/auth: export ICEBOX_AUTH=$(cat var/auth))")
+    raise IceboxError(
+        "no API key: pass --auth uuid:key or set ICEBOX_AUTH "
+        "(`make run` keeps its key in var/auth: export ICEBOX_AUTH=$(cat var/auth))"
+    )
 
 
 @dataclass
@@ -80,10 +81,12 @@ class IceboxClient:
         self.namespace = namespace
         self.session: aiohttp.ClientSession | None = None
 
-    async def __aenter__(self) -> "IceboxClient":
+    async def __aenter__(self) -> IceboxClient:
         connector = aiohttp.TCPConnector(limit=0, force_close=False, enable_cleanup_closed=True)
         self.session = aiohttp.ClientSession(
-            base_url=self.apihost, headers=self._headers, connector=connector,
+            base_url=self.apihost,
+            headers=self._headers,
+            connector=connector,
             timeout=aiohttp.ClientTimeout(total=None, connect=10),
         )
         return self
@@ -101,8 +104,9 @@ class IceboxClient:
     def action_path(self, name: str) -> str:
         return f"/api/v1/namespaces/{self.namespace}/actions/{quote(name, safe='@.-_')}"
 
-    async def request(self, method: str, path: str, *, params=None, payload=None,
-                      timeout_s: float | None = 30.0) -> Reply:
+    async def request(
+        self, method: str, path: str, *, params=None, payload=None, timeout_s: float | None = 30.0
+    ) -> Reply:
         """One request; connection failures become DaemonUnreachable / IceboxError."""
         assert self.session is not None, "use the client as an async context manager"
         timeout = aiohttp.ClientTimeout(total=timeout_s, connect=10)
@@ -115,12 +119,16 @@ class IceboxClient:
                     body = text
                 return Reply(resp.status, body, resp.headers.get("Retry-After"))
         except aiohttp.ClientConnectorError as e:
-            raise DaemonUnreachable(f"cannot reach iceboxd at {self.apihost}: {e.os_error or e}. "
-                                    "Is it running? (`make run`, or pass --apihost)") from None
+            raise DaemonUnreachable(
+                f"cannot reach iceboxd at {self.apihost}: {e.os_error or e}. "
+                "Is it running? (`make run`, or pass --apihost)"
+            ) from None
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientPayloadError) as e:
             raise IceboxError(f"{method} {path}: connection to iceboxd at {self.apihost} failed: {e}") from None
-        except asyncio.TimeoutError:
-            raise IceboxError(f"{method} {path}: iceboxd at {self.apihost} did not answer within {timeout_s:.0f} s") from None
+        except TimeoutError:
+            raise IceboxError(
+                f"{method} {path}: iceboxd at {self.apihost} did not answer within {timeout_s:.0f} s"
+            ) from None
 
     async def call(self, method: str, path: str, *, ok=(200,), **kw) -> object:
         reply = await self.request(method, path, **kw)
@@ -131,14 +139,16 @@ class IceboxClient:
     # ---- OpenWhisk API ------------------------------------------------------------------
 
     async def put_action(self, name: str, body: dict) -> dict:
-        return await self.call("PUT", self.action_path(name), params={"overwrite": "true"}, payload=body,
-                               timeout_s=120.0)
+        return await self.call(
+            "PUT", self.action_path(name), params={"overwrite": "true"}, payload=body, timeout_s=120.0
+        )
 
     async def delete_action(self, name: str) -> None:
         await self.call("DELETE", self.action_path(name), ok=(200, 404))
 
-    async def invoke(self, name: str, params: dict, *, blocking: bool = True,
-                     timeout_s: float = BLOCKING_WAIT_S) -> Reply:
+    async def invoke(
+        self, name: str, params: dict, *, blocking: bool = True, timeout_s: float = BLOCKING_WAIT_S
+    ) -> Reply:
         """POST the invocation; the caller interprets the status (200/202/429/502/...)."""
         query = {"blocking": "true" if blocking else "false"}
         return await self.request("POST", self.action_path(name), params=query, payload=params, timeout_s=timeout_s)

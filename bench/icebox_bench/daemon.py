@@ -74,14 +74,24 @@ class Daemon:
     (those still alive 5 s after the daemon exited, then killed) and `leftovers`.
     """
 
-    def __init__(self, args: list[str] | None = None, *, transport: str = "tcp", label: str = "iceboxd",
-                 log_path: Path | None = None, binary: Path | None = None, start_timeout_s: float = 30.0):
+    def __init__(
+        self,
+        args: list[str] | None = None,
+        *,
+        transport: str = "tcp",
+        label: str = "iceboxd",
+        log_path: Path | None = None,
+        binary: Path | None = None,
+        start_timeout_s: float = 30.0,
+    ):
         if transport not in ("tcp", "unix"):
             raise ValueError(f"transport must be tcp or unix, not {transport!r}")
         self.binary = Path(binary) if binary else paths.iceboxd_binary()
         if not self.binary.is_file():
-            raise DaemonError(f"{self.binary} is missing: build it with `make build` "
-                              "(or point ICEBOX_BIN_DIR at a directory holding iceboxd)")
+            raise DaemonError(
+                f"{self.binary} is missing: build it with `make build` "
+                "(or point ICEBOX_BIN_DIR at a directory holding iceboxd)"
+            )
         self.args = list(args or [])
         self.transport = transport
         self.label = label
@@ -101,7 +111,7 @@ class Daemon:
 
     # ---- life cycle -------------------------------------------------------------------
 
-    def __enter__(self) -> "Daemon":
+    def __enter__(self) -> Daemon:
         try:
             self.start()
         except BaseException:
@@ -113,8 +123,18 @@ class Daemon:
         self.stop()
 
     def argv(self, listen: str) -> list[str]:
-        return [str(self.binary), "--listen", listen, "--state-dir", self.state_dir,
-                "--auth", self.auth, "--runtimes-dir", str(paths.runtimes_dir()), *self.args]
+        return [
+            str(self.binary),
+            "--listen",
+            listen,
+            "--state-dir",
+            self.state_dir,
+            "--auth",
+            self.auth,
+            "--runtimes-dir",
+            str(paths.runtimes_dir()),
+            *self.args,
+        ]
 
     def _choose_listen(self) -> str:
         if self.transport == "unix":
@@ -132,9 +152,15 @@ class Daemon:
             self.listen = self._choose_listen()
             with open(self.log_path, "ab") as log:
                 # Own session: Ctrl-C reaches only the harness, which stops the daemon in order.
-                self.proc = subprocess.Popen(self.argv(self.listen), stdin=subprocess.DEVNULL, stdout=log,
-                                             stderr=subprocess.STDOUT, env=clean_env(), cwd=self.dir,
-                                             start_new_session=True)
+                self.proc = subprocess.Popen(
+                    self.argv(self.listen),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=clean_env(),
+                    cwd=self.dir,
+                    start_new_session=True,
+                )
             if self._wait_healthy():
                 return
             self.proc.wait()
@@ -227,8 +253,7 @@ class Daemon:
             views = self.instances()
         except (OSError, ValueError):
             return []
-        return [ident for view in views for pid in view.get("pids") or []
-                if (ident := procfs.identity(pid))]
+        return [ident for view in views for pid in view.get("pids") or [] if (ident := procfs.identity(pid))]
 
     def log_tail(self, lines: int = 30) -> str:
         try:

@@ -28,8 +28,13 @@ async def deploy(client: IceboxClient, spec: FunctionSpec, action_name: str | No
     except ApiError as e:
         if e.status == 413:
             size_mib = len(body["exec"]["code"]) / (1024 * 1024)
-            raise ApiError("PUT", name, 413, f"function {spec.name}'s code is {size_mib:.1f} MiB as sent, over "
-                           "the daemon's payload limit (iceboxd --max-payload)") from None
+            raise ApiError(
+                "PUT",
+                name,
+                413,
+                f"function {spec.name}'s code is {size_mib:.1f} MiB as sent, over "
+                "the daemon's payload limit (iceboxd --max-payload)",
+            ) from None
         raise ApiError("PUT", name, e.status, f"deploying {spec.name} ({spec.path.name}): {e.message}") from None
 
 

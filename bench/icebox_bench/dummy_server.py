@@ -20,12 +20,21 @@ from aiohttp import web
 def _record(name: str, start_ms: int) -> dict:
     end_ms = int(time.time() * 1000)
     return {
-        "namespace": "guest", "name": name, "version": "0.0.1", "subject": "guest",
-        "activationId": secrets.token_hex(16), "start": start_ms, "end": end_ms,
-        "duration": end_ms - start_ms, "statusCode": 0,
+        "namespace": "guest",
+        "name": name,
+        "version": "0.0.1",
+        "subject": "guest",
+        "activationId": secrets.token_hex(16),
+        "start": start_ms,
+        "end": end_ms,
+        "duration": end_ms - start_ms,
+        "statusCode": 0,
         "response": {"status": "success", "statusCode": 0, "success": True, "result": {}},
-        "annotations": [{"key": "icebox.start", "value": "warm"}, {"key": "icebox.instance", "value": "i-dummy"},
-                        {"key": "waitTime", "value": 0}],
+        "annotations": [
+            {"key": "icebox.start", "value": "warm"},
+            {"key": "icebox.instance", "value": "i-dummy"},
+            {"key": "waitTime", "value": 0},
+        ],
         "publish": False,
     }
 
@@ -39,16 +48,18 @@ def make_app(delay_ms: float) -> web.Application:
         return web.json_response(_record(request.match_info["name"], start_ms))
 
     async def health(_: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "version": "dummy", "uptime_s": 0, "isolation": "none",
-                                  "cgroup": "none", "instances": 0})
+        return web.json_response(
+            {"status": "ok", "version": "dummy", "uptime_s": 0, "isolation": "none", "cgroup": "none", "instances": 0}
+        )
 
     async def empty_list(_: web.Request) -> web.Response:
         return web.json_response([])
 
     async def memory(_: web.Request) -> web.Response:
         zero = {"uss": 0, "pss": 0, "rss": 0, "swap": 0, "cgroup": 0}
-        return web.json_response({"budget": 0, "charge_mode": "uss", "charged": 0, "by_state": {},
-                                  "total": zero, "max_instances": 0})
+        return web.json_response(
+            {"budget": 0, "charge_mode": "uss", "charged": 0, "by_state": {}, "total": zero, "max_instances": 0}
+        )
 
     async def events(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -76,8 +87,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--delay-ms", type=float, default=20.0)
     args = parser.parse_args()
-    web.run_app(make_app(args.delay_ms), host="127.0.0.1", port=args.port, print=None,
-                access_log=None, handle_signals=True)
+    web.run_app(
+        make_app(args.delay_ms), host="127.0.0.1", port=args.port, print=None, access_log=None, handle_signals=True
+    )
 
 
 if __name__ == "__main__":

@@ -135,7 +135,7 @@ class EventFollower:
         # (they would be replayed from the cursor anyway).
         try:
             await asyncio.wait_for(self._connected.wait(), timeout=10)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.log("warning: the event stream did not open within 10 s; continuing")
 
     async def stop(self, grace_s: float = 0.5) -> None:
@@ -166,7 +166,8 @@ class EventFollower:
                 while (found := self.find(instance, kind)) is None:
                     await self._changed.wait()
                 return found
+
         try:
             return await asyncio.wait_for(_wait(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise TimeoutError(f"no {kind} event for instance {instance} within {timeout_s:.0f} s") from None

@@ -39,6 +39,10 @@ def from_record(record: dict) -> dict:
         result = (record.get("response") or {}).get("result")
         if isinstance(result, dict) and "error" in result:
             fields["error"] = str(result["error"])[:500]
+        # The daemon's machine-readable reason (its `ErrorKind`); absent from older daemons.
+        kind = annotation(record, "icebox.error")
+        if kind is not None:
+            fields["error_kind"] = kind
     return fields
 
 
@@ -64,8 +68,11 @@ async def invoke_once(client: IceboxClient, action: str, params: dict, *, action
             limit_s = (action_timeout_ms or 600_000) / 1000.0 + _POLL_MARGIN_S
             record = await _poll(client, reply.body["activationId"], t0 + limit_s)
             if record is None:
-                out.update(status="timeout", activation_id=reply.body["activationId"],
-                           error=f"no activation record {limit_s:.0f} s after the invocation")
+                out.update(
+                    status="timeout",
+                    activation_id=reply.body["activationId"],
+                    error=f"no activation record {limit_s:.0f} s after the invocation",
+                )
             else:
                 out.update(from_record(record))
                 out["end_ms"] = record.get("end")

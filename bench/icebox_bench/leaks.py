@@ -97,7 +97,7 @@ def _read(path: str) -> bytes:
 def _alive(pid: int) -> bool:
     stat = _read(f"/proc/{pid}/stat")
     close = stat.rfind(b")")
-    return close != -1 and stat[close + 2:close + 3] not in (b"Z", b"")
+    return close != -1 and stat[close + 2 : close + 3] not in (b"Z", b"")
 
 
 def processes_of(state_dir: str, tag: str) -> list[LeftProcess]:
@@ -116,7 +116,9 @@ def processes_of(state_dir: str, tag: str) -> list[LeftProcess]:
             tie = "command line names the state dir"
         elif mentions_path(_read(f"/proc/{pid}/environ"), path):
             tie = "environment names the state dir"
-        elif any(names_cgroup(line, marker) for line in _read(f"/proc/{pid}/cgroup").decode(errors="replace").splitlines()):
+        elif any(
+            names_cgroup(line, marker) for line in _read(f"/proc/{pid}/cgroup").decode(errors="replace").splitlines()
+        ):
             tie = "in the daemon's cgroup"
         else:
             continue

@@ -34,7 +34,7 @@ class StatusError(OSError):
 def connect(listen: str, timeout: float) -> http.client.HTTPConnection:
     """A connection to what `iceboxd --listen` was given: `unix:PATH` or `HOST:PORT`."""
     if listen.startswith("unix:"):
-        return UnixHTTPConnection(listen[len("unix:"):], timeout)
+        return UnixHTTPConnection(listen[len("unix:") :], timeout)
     host, _, port = listen.rpartition(":")
     return http.client.HTTPConnection(host, int(port), timeout=timeout)
 

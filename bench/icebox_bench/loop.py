@@ -32,11 +32,21 @@ def exit_record(iteration: int, fields: dict, view: dict) -> dict:
     }
 
 
-async def run_loop(client: IceboxClient, action: str, params: dict, n: int, *,
-                   invocations: JsonlWriter | None = None, exits: JsonlWriter | None = None,
-                   timeout_ms: int | None = None, strict: bool = True,
-                   after_exit: Callable[[int, dict, dict], Awaitable[None]] | None = None,
-                   function: str | None = None, tags: dict | None = None, log=print) -> list[dict]:
+async def run_loop(
+    client: IceboxClient,
+    action: str,
+    params: dict,
+    n: int,
+    *,
+    invocations: JsonlWriter | None = None,
+    exits: JsonlWriter | None = None,
+    timeout_ms: int | None = None,
+    strict: bool = True,
+    after_exit: Callable[[int, dict, dict], Awaitable[None]] | None = None,
+    function: str | None = None,
+    tags: dict | None = None,
+    log=print,
+) -> list[dict]:
     """Run `n` invocations; returns one exit record per iteration.
 
     Every invocation must succeed and, with `strict`, run on the first one's instance (else

@@ -38,17 +38,18 @@ def _distance(a_ms: float, b_ms: float) -> float:
     return abs(math.log(max(a_ms, _MIN_DURATION_MS) / max(b_ms, _MIN_DURATION_MS)))
 
 
-def pair_by_duration(trace_functions: list[str], trace_durations: dict[str, float],
-                     bench_durations: dict[str, float]) -> dict[str, str]:
+def pair_by_duration(
+    trace_functions: list[str], trace_durations: dict[str, float], bench_durations: dict[str, float]
+) -> dict[str, str]:
     """One distinct trace function per benchmark function, closest durations first."""
     candidates = sorted(f for f in set(trace_functions) if f in trace_durations)
     if len(candidates) < len(bench_durations):
         raise MappingError(
             f"only {len(candidates)} trace functions invoked in the window have a duration, "
-            f"fewer than the {len(bench_durations)} benchmark functions to pair them with")
+            f"fewer than the {len(bench_durations)} benchmark functions to pair them with"
+        )
     pairs = sorted(
-        (_distance(trace_durations[t], bench_durations[b]), b, t)
-        for b in sorted(bench_durations) for t in candidates
+        (_distance(trace_durations[t], bench_durations[b]), b, t) for b in sorted(bench_durations) for t in candidates
     )
     mapping: dict[str, str] = {}
     paired: set[str] = set()
@@ -62,15 +63,18 @@ def pair_by_duration(trace_functions: list[str], trace_durations: dict[str, floa
     return mapping
 
 
-def nearest_by_duration(trace_functions: list[str], trace_durations: dict[str, float],
-                        bench_durations: dict[str, float]) -> dict[str, str]:
+def nearest_by_duration(
+    trace_functions: list[str], trace_durations: dict[str, float], bench_durations: dict[str, float]
+) -> dict[str, str]:
     """Every trace function to the benchmark function with the closest duration."""
     bench = sorted(bench_durations)
     mapping = {}
     for trace in sorted(set(trace_functions)):
         if trace not in trace_durations:
-            raise MappingError(f"trace function {trace} has no average duration in the durations file: "
-                               "cannot map it by duration (use --mapping round-robin or a mapping file)")
+            raise MappingError(
+                f"trace function {trace} has no average duration in the durations file: "
+                "cannot map it by duration (use --mapping round-robin or a mapping file)"
+            )
         mapping[trace] = min(bench, key=lambda b: (_distance(trace_durations[trace], bench_durations[b]), b))
     return mapping
 
@@ -98,23 +102,35 @@ def from_file(path: Path, trace_functions: list[str], bench_functions: list[str]
         if trace not in given:
             raise MappingError(f"trace function {trace} is invoked in the window but not in the mapping file {path}")
         if given[trace] not in known:
-            raise MappingError(f"{path} maps trace function {trace} to {given[trace]!r}, which is not a selected benchmark function")
+            raise MappingError(
+                f"{path} maps trace function {trace} to {given[trace]!r}, which is not a selected benchmark function"
+            )
         mapping[trace] = given[trace]
     return mapping
 
 
-def map_functions(mode: str, trace_functions: list[str], trace_durations: dict[str, float],
-                  bench_functions: list[str], *, seed: int = 0,
-                  bench_durations: dict[str, float] | None = None,
-                  mapping_file: Path | None = None) -> dict[str, str]:
+def map_functions(
+    mode: str,
+    trace_functions: list[str],
+    trace_durations: dict[str, float],
+    bench_functions: list[str],
+    *,
+    seed: int = 0,
+    bench_durations: dict[str, float] | None = None,
+    mapping_file: Path | None = None,
+) -> dict[str, str]:
     """{trace function: benchmark function} for the trace functions that will be replayed."""
     if mode in ("duration", "duration-all"):
         if bench_durations is None:
-            raise MappingError(f"--mapping {mode} needs the benchmark functions' average durations "
-                               "(run `icebox-bench profile SET -o durations.json` and pass --function-durations)")
+            raise MappingError(
+                f"--mapping {mode} needs the benchmark functions' average durations "
+                "(run `icebox-bench profile SET -o durations.json` and pass --function-durations)"
+            )
         missing = [b for b in bench_functions if b not in bench_durations]
         if missing:
-            raise MappingError(f"no average duration for benchmark function(s) {', '.join(missing)} in the durations given")
+            raise MappingError(
+                f"no average duration for benchmark function(s) {', '.join(missing)} in the durations given"
+            )
         selected = {b: bench_durations[b] for b in bench_functions}
         if mode == "duration":
             return pair_by_duration(trace_functions, trace_durations, selected)

@@ -55,10 +55,19 @@ class OpenLoopResult:
 
 
 class OpenLoop:
-    def __init__(self, client: IceboxClient, schedule: Schedule, writer: JsonlWriter, *,
-                 params: dict[str, dict] | None = None, action_names: dict[str, str] | None = None,
-                 action_timeouts_ms: dict[str, int] | None = None, drain_timeout_s: float = 120.0,
-                 start_delay_s: float = 0.2, log=print):
+    def __init__(
+        self,
+        client: IceboxClient,
+        schedule: Schedule,
+        writer: JsonlWriter,
+        *,
+        params: dict[str, dict] | None = None,
+        action_names: dict[str, str] | None = None,
+        action_timeouts_ms: dict[str, int] | None = None,
+        drain_timeout_s: float = 120.0,
+        start_delay_s: float = 0.2,
+        log=print,
+    ):
         self.client = client
         self.schedule = schedule
         self.writer = writer
@@ -96,12 +105,16 @@ class OpenLoop:
         self._lags.append(lag_ms)
         self.result.sent += 1
         try:
-            fields = await invoke_once(self.client, self.action_names.get(item.function, item.function),
-                                       self.params.get(item.function, {}),
-                                       action_timeout_ms=self.timeouts.get(item.function))
+            fields = await invoke_once(
+                self.client,
+                self.action_names.get(item.function, item.function),
+                self.params.get(item.function, {}),
+                action_timeout_ms=self.timeouts.get(item.function),
+            )
         except asyncio.CancelledError:
-            self._write(item, {"status": ABANDONED, "lag_ms": round(lag_ms, 3),
-                               "error": "no answer before the run ended"})
+            self._write(
+                item, {"status": ABANDONED, "lag_ms": round(lag_ms, 3), "error": "no answer before the run ended"}
+            )
             raise
         self._write(item, {**fields, "lag_ms": round(lag_ms, 3)})
         if fields["status"] == "connection_error":
@@ -173,8 +186,10 @@ class OpenLoop:
                 await self._drain(0.0 if self._abort == "interrupted" else self.drain_timeout_s)
             finally:
                 self.result.end_epoch_ms = round(time.time() * 1000.0, 3)
-                self.result.lag_ms = {**percentiles(self._lags, (50, 90, 99)),
-                                      "max": max(self._lags) if self._lags else None,
-                                      "samples": len(self._lags)}
+                self.result.lag_ms = {
+                    **percentiles(self._lags, (50, 90, 99)),
+                    "max": max(self._lags) if self._lags else None,
+                    "samples": len(self._lags),
+                }
                 gc.unfreeze()
         return self.result

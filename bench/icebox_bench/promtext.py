@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)')
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -25,4 +25,4 @@ def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
 
 def metric_sum(samples, name: str, **labels: str) -> float:
     """Sum of every sample called `name` whose labels include `labels`."""
-    return sum(v for n, l, v in samples if n == name and all(l.get(k) == x for k, x in labels.items()))
+    return sum(v for n, found, v in samples if n == name and all(found.get(k) == x for k, x in labels.items()))

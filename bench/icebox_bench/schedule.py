@@ -104,7 +104,6 @@ def uniform(rate_per_s: float, seconds: float, functions: list[str]) -> Schedule
         raise ValueError("uniform schedule needs a positive rate, a positive length and a function")
     n = int(round(rate_per_s * seconds))
     items = [
-        Scheduled(i, i / rate_per_s, functions[i % len(functions)], "uniform", i / rate_per_s, False)
-        for i in range(n)
+        Scheduled(i, i / rate_per_s, functions[i % len(functions)], "uniform", i / rate_per_s, False) for i in range(n)
     ]
     return Schedule(items, Timeline(origin_s=0.0))

@@ -16,8 +16,7 @@ from .sampler import MemorySampler
 
 
 class RunSession:
-    def __init__(self, client: IceboxClient, run_dir: RunDir, config: dict, *,
-                 sample_period_s: float = 1.0, log=print):
+    def __init__(self, client: IceboxClient, run_dir: RunDir, config: dict, *, sample_period_s: float = 1.0, log=print):
         self.client = client
         self.run_dir = run_dir
         self.config = config
@@ -27,7 +26,7 @@ class RunSession:
         self.sampler = MemorySampler(client, run_dir.jsonl("memory.jsonl"), sample_period_s, log=log)
         self.events = EventFollower(client, run_dir.jsonl("events.jsonl"), log=log)
 
-    async def __aenter__(self) -> "RunSession":
+    async def __aenter__(self) -> RunSession:
         health = await self.client.health()  # fails clearly if the daemon is unreachable
         self.config = {
             **self.config,
@@ -35,7 +34,7 @@ class RunSession:
             "python": sys.version.split()[0],
             "apihost": self.client.apihost,
             "daemon": health,
-            "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "started_epoch_ms": round(time.time() * 1000.0, 3),
         }
         self.run_dir.write_json("config.json", self.config)

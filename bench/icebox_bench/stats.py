@@ -41,7 +41,7 @@ def step_integral(times_s: Sequence[float], values: Sequence[float], start_s: fl
     to the interval: what a sampler that reads a value every period can honestly claim.
     """
     total = 0.0
-    for i, (t, v) in enumerate(zip(times_s, values)):
+    for i, (t, v) in enumerate(zip(times_s, values, strict=True)):
         t_next = times_s[i + 1] if i + 1 < len(times_s) else end_s
         lo, hi = max(t, start_s), min(t_next, end_s)
         if hi > lo:

@@ -47,8 +47,13 @@ class Config:
 CONFIGS = [
     Config("stem", "default (prewarmed runtimes)", [], PREWARM_SETTLE_S),
     Config("plain", "--prewarm none", ["--prewarm", "none"], SETTLE_S),
-    Config("snapshot", "snapshot (--prewarm none, faasnap restore)",
-           ["--prewarm", "none", "--snapshot-restore", "faasnap"], SETTLE_S, snapshot=True),
+    Config(
+        "snapshot",
+        "snapshot (--prewarm none, faasnap restore)",
+        ["--prewarm", "none", "--snapshot-restore", "faasnap"],
+        SETTLE_S,
+        snapshot=True,
+    ),
 ]
 
 WHAT = f"""
@@ -118,7 +123,9 @@ def bare_start(argv: list[str]) -> float:
     if exe is None:
         raise Unavailable(f"{argv[0]} is not installed")
     t0 = time.perf_counter()
-    done = subprocess.run([exe, *argv[1:]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = subprocess.run(
+        [exe, *argv[1:]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     elapsed = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited with {done.returncode}")
@@ -262,8 +269,14 @@ def comparison(results: dict[str, dict[str, Samples]]) -> Table:
         "Per runtime: cold start p50 from a snapshot vs a stem cell vs a plain start (client time; in brackets "
         "the ratio to the bare start p50 of the same daemon's run; the last two columns: above 1× the restore "
         "is faster)",
-        ["Runtime", "bare start p50 (all runs)", *[c.label for c in CONFIGS], "restore p50 (initTime)",
-         "stem cell / snapshot", "plain start / snapshot"],
+        [
+            "Runtime",
+            "bare start p50 (all runs)",
+            *[c.label for c in CONFIGS],
+            "restore p50 (initTime)",
+            "stem cell / snapshot",
+            "plain start / snapshot",
+        ],
         rows,
     )
 
@@ -293,30 +306,66 @@ def run() -> Section:
                 section.notes.append(f"{lang} ({cfg.label}): not measured: {missing.get(lang) or s.unavailable}")
                 continue
             cold = p50_ms(s.cold)
-            section.rows.append(Row(
-                what, ms(cold), baseline, ratio(cold, bare), target,
-                (cold <= limit) if limit is not None else None,
-                summary=f"{ms(cold)} (bare start {ms(bare)})" if limit is not None else "",
-            ))
-            before_init = statistics.median(w - i for w, i in zip(s.wait_ms, s.init_ms))
+            section.rows.append(
+                Row(
+                    what,
+                    ms(cold),
+                    baseline,
+                    ratio(cold, bare),
+                    target,
+                    (cold <= limit) if limit is not None else None,
+                    summary=f"{ms(cold)} (bare start {ms(bare)})" if limit is not None else "",
+                )
+            )
+            before_init = statistics.median(w - i for w, i in zip(s.wait_ms, s.init_ms, strict=True))
             restored = ", ".join(f"{n} {mode}" for mode, n in sorted(s.restores.items())) or "0"
-            detail.append([lang, cfg.label, str(len(s.cold)), f"{s.from_stem_cell}/{len(s.cold)}", restored,
-                           ms(cold), ms(max(s.cold) * 1000), ms(statistics.median(s.wait_ms)),
-                           ms(statistics.median(s.init_ms)), ms(before_init), ms(statistics.median(s.duration_ms)),
-                           ms(bare), ms(max(s.bare) * 1000)])
+            detail.append(
+                [
+                    lang,
+                    cfg.label,
+                    str(len(s.cold)),
+                    f"{s.from_stem_cell}/{len(s.cold)}",
+                    restored,
+                    ms(cold),
+                    ms(max(s.cold) * 1000),
+                    ms(statistics.median(s.wait_ms)),
+                    ms(statistics.median(s.init_ms)),
+                    ms(before_init),
+                    ms(statistics.median(s.duration_ms)),
+                    ms(bare),
+                    ms(max(s.bare) * 1000),
+                ]
+            )
     section.tables.append(comparison(results))
-    section.tables.append(Table(
-        "Medians of the activation annotations (ms, as the daemon reports them)",
-        ["Runtime", "daemon", "runs", "from a stem cell", "restored", "cold p50 (client)", "cold max",
-         "waitTime p50", "initTime p50", "waitTime − initTime p50", "duration p50", "bare p50", "bare max"],
-        detail,
-    ))
-    section.notes.append("waitTime: request arrival to the start of the run on the instance (sandbox creation, "
-                         "runtime start and /init included); initTime: the /init call alone, or for an instance "
-                         "restored from a snapshot the restore (criu restore, the pager, until the proxy accepts "
-                         "and is reseeded); waitTime − initTime: sandbox creation and runtime start until its "
-                         "socket accepts (plus request handling); duration: end − start of the activation. The "
-                         "annotations are whole milliseconds.")
+    section.tables.append(
+        Table(
+            "Medians of the activation annotations (ms, as the daemon reports them)",
+            [
+                "Runtime",
+                "daemon",
+                "runs",
+                "from a stem cell",
+                "restored",
+                "cold p50 (client)",
+                "cold max",
+                "waitTime p50",
+                "initTime p50",
+                "waitTime − initTime p50",
+                "duration p50",
+                "bare p50",
+                "bare max",
+            ],
+            detail,
+        )
+    )
+    section.notes.append(
+        "waitTime: request arrival to the start of the run on the instance (sandbox creation, "
+        "runtime start and /init included); initTime: the /init call alone, or for an instance "
+        "restored from a snapshot the restore (criu restore, the pager, until the proxy accepts "
+        "and is reseeded); waitTime − initTime: sandbox creation and runtime start until its "
+        "socket accepts (plus request handling); duration: end − start of the activation. The "
+        "annotations are whole milliseconds."
+    )
     return section
 
 

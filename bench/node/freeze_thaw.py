@@ -63,7 +63,9 @@ def _micros(detail: str | None) -> float | None:
     return None
 
 
-def paired_round_trips(events: list[dict]) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, list[float]]]:
+def paired_round_trips(
+    events: list[dict],
+) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, list[float]]]:
     """Per action: freeze durations, thaw durations, and freeze + the next thaw of the same
     instance (seconds)."""
     freezes, thaws, trips = defaultdict(list), defaultdict(list), defaultdict(list)
@@ -115,53 +117,97 @@ def run() -> Section:
         section.notes.append(d.isolation_note())
     section.notes.append(d.stop_note())
 
-    freeze_h = Histogram.from_samples(after, "icebox_freeze_seconds").minus(Histogram.from_samples(before, "icebox_freeze_seconds"))
-    thaw_h = Histogram.from_samples(after, "icebox_thaw_seconds").minus(Histogram.from_samples(before, "icebox_thaw_seconds"))
+    freeze_h = Histogram.from_samples(after, "icebox_freeze_seconds").minus(
+        Histogram.from_samples(before, "icebox_freeze_seconds")
+    )
+    thaw_h = Histogram.from_samples(after, "icebox_thaw_seconds").minus(
+        Histogram.from_samples(before, "icebox_thaw_seconds")
+    )
     if freeze_h.count == 0 or thaw_h.count == 0:
-        raise RuntimeError(f"the daemon recorded {freeze_h.count:.0f} freezes and {thaw_h.count:.0f} thaws: "
-                           "nothing to measure (is the pause grace longer than the gap?)")
+        raise RuntimeError(
+            f"the daemon recorded {freeze_h.count:.0f} freezes and {thaw_h.count:.0f} thaws: "
+            "nothing to measure (is the pause grace longer than the gap?)"
+        )
     f50, t50 = freeze_h.quantile(0.5) * 1000, thaw_h.quantile(0.5) * 1000
     trip = f50 + t50
-    section.rows.append(Row(
-        "freeze + thaw p50 (histograms, interpolated)", ms(trip),
-        f"freeze {ms(f50)} + thaw {ms(t50)}", "", f"≤ {ms(TARGET_MS)}", trip <= TARGET_MS,
-    ))
-    section.rows.append(Row(
-        "freeze p90 / thaw p90 (histograms, interpolated)",
-        f"{ms(freeze_h.quantile(0.9) * 1000)} / {ms(thaw_h.quantile(0.9) * 1000)}",
-    ))
-    section.rows.append(Row(
-        "freeze mean / thaw mean (histogram sum ÷ count, exact)",
-        f"{ms(freeze_h.mean() * 1000)} / {ms(thaw_h.mean() * 1000)}",
-        f"{freeze_h.count:.0f} freezes, {thaw_h.count:.0f} thaws",
-    ))
+    section.rows.append(
+        Row(
+            "freeze + thaw p50 (histograms, interpolated)",
+            ms(trip),
+            f"freeze {ms(f50)} + thaw {ms(t50)}",
+            "",
+            f"≤ {ms(TARGET_MS)}",
+            trip <= TARGET_MS,
+        )
+    )
+    section.rows.append(
+        Row(
+            "freeze p90 / thaw p90 (histograms, interpolated)",
+            f"{ms(freeze_h.quantile(0.9) * 1000)} / {ms(thaw_h.quantile(0.9) * 1000)}",
+        )
+    )
+    section.rows.append(
+        Row(
+            "freeze mean / thaw mean (histogram sum ÷ count, exact)",
+            f"{ms(freeze_h.mean() * 1000)} / {ms(thaw_h.mean() * 1000)}",
+            f"{freeze_h.count:.0f} freezes, {thaw_h.count:.0f} thaws",
+        )
+    )
 
     freezes, thaws, trips = paired_round_trips(events)
     ev_rows = []
     for name in targets:
         if not trips.get(name):
             continue
-        ev_rows.append([name, str(len(trips[name])), ms(statistics.median(freezes[name]) * 1000),
-                        ms(statistics.median(thaws[name]) * 1000), ms(statistics.median(trips[name]) * 1000),
-                        ms(Summary.of_seconds(trips[name]).p90), ms(max(trips[name]) * 1000)])
-    section.tables.append(Table(
-        "Exact durations from the lifecycle events (the daemon's own timing, per runtime)",
-        ["Action", "freeze → thaw pairs", "freeze p50", "thaw p50", "round trip p50", "round trip p90", "max"],
-        ev_rows,
-    ))
+        ev_rows.append(
+            [
+                name,
+                str(len(trips[name])),
+                ms(statistics.median(freezes[name]) * 1000),
+                ms(statistics.median(thaws[name]) * 1000),
+                ms(statistics.median(trips[name]) * 1000),
+                ms(Summary.of_seconds(trips[name]).p90),
+                ms(max(trips[name]) * 1000),
+            ]
+        )
+    section.tables.append(
+        Table(
+            "Exact durations from the lifecycle events (the daemon's own timing, per runtime)",
+            ["Action", "freeze → thaw pairs", "freeze p50", "thaw p50", "round trip p50", "round trip p90", "max"],
+            ev_rows,
+        )
+    )
 
     e2e_rows = []
     for name in targets:
         with_thaw, without = Summary.of_seconds(thawed[name]), Summary.of_seconds(warm[name])
-        paired = statistics.median(a - b for a, b in zip(thawed[name], warm[name])) * 1000
-        e2e_rows.append([name, str(with_thaw.n), ms(with_thaw.p50), ms(without.p50), ms(with_thaw.p50 - without.p50),
-                         ms(paired), ratio(with_thaw.p50, without.p50)])
-    section.tables.append(Table(
-        "End to end, client side: a call that needed a thaw vs the call right after it",
-        ["Action", "pairs", "p50 with thaw", "p50 without", "difference of p50s", "p50 of paired differences",
-         "ratio"],
-        e2e_rows,
-    ))
+        paired = statistics.median(a - b for a, b in zip(thawed[name], warm[name], strict=False)) * 1000
+        e2e_rows.append(
+            [
+                name,
+                str(with_thaw.n),
+                ms(with_thaw.p50),
+                ms(without.p50),
+                ms(with_thaw.p50 - without.p50),
+                ms(paired),
+                ratio(with_thaw.p50, without.p50),
+            ]
+        )
+    section.tables.append(
+        Table(
+            "End to end, client side: a call that needed a thaw vs the call right after it",
+            [
+                "Action",
+                "pairs",
+                "p50 with thaw",
+                "p50 without",
+                "difference of p50s",
+                "p50 of paired differences",
+                "ratio",
+            ],
+            e2e_rows,
+        )
+    )
     section.notes.append(
         "The histograms and events time only the freezer writes inside the daemon. The end-to-end "
         "difference also contains what follows a thaw before the call completes (the thawed runtime "

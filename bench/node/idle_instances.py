@@ -27,7 +27,7 @@ FROZEN_WAIT_S = 120.0
 FLAGS = ["--max-instances", "256", "--pids-max", "64", "--pool-memory", "8GiB"]
 
 WHAT = f"""
-A daemon started with `{' '.join(FLAGS)}` (defaults otherwise: keep-alive 10 min, pause
+A daemon started with `{" ".join(FLAGS)}` (defaults otherwise: keep-alive 10 min, pause
 grace 50 ms). **Idle daemon RSS** is VmRSS from /proc/PID/status of iceboxd one second after it
 answered its first health check, before any action or instance exists (target ≤ 30 MB, read as
 30 × 10⁶ bytes). Then {INSTANCES} distinct Python actions (the hello example, each with its own
@@ -53,8 +53,9 @@ def _wait_all_frozen(d: Daemon) -> tuple[list[dict], float]:
             if states.get("frozen", 0) >= INSTANCES:
                 return views, time.monotonic() - t0
             if time.monotonic() - t0 > FROZEN_WAIT_S:
-                raise RuntimeError(f"after {FROZEN_WAIT_S:.0f} s the instances are {dict(states)}, "
-                                   f"not {INSTANCES} frozen")
+                raise RuntimeError(
+                    f"after {FROZEN_WAIT_S:.0f} s the instances are {dict(states)}, not {INSTANCES} frozen"
+                )
             time.sleep(0.25)
 
 
@@ -110,26 +111,49 @@ def run() -> Section:
 
     n = len(views)
     section.rows += [
-        Row("idle daemon RSS (no action, no instance)", mib(idle_rss), "", "", "≤ 30 MB (28.6 MiB)",
-            idle_rss <= IDLE_RSS_TARGET),
-        Row(f"daemon RSS with {n} frozen instances", mib(full_rss), f"{mib(idle_rss)} idle", ratio(full_rss, idle_rss),
-            "report"),
-        Row(f"total USS of the {n} frozen instances", mib(uss_ours), f"daemon's figure: {mib(uss_daemon)}",
-            "", "report"),
-        Row(f"GET /icebox/v1/instances p50 ({n} instances)", ms(full_list.p50), f"{ms(idle_list.p50)} with 0 instances",
-            ratio(full_list.p50, idle_list.p50), "report"),
+        Row(
+            "idle daemon RSS (no action, no instance)",
+            mib(idle_rss),
+            "",
+            "",
+            "≤ 30 MB (28.6 MiB)",
+            idle_rss <= IDLE_RSS_TARGET,
+        ),
+        Row(
+            f"daemon RSS with {n} frozen instances",
+            mib(full_rss),
+            f"{mib(idle_rss)} idle",
+            ratio(full_rss, idle_rss),
+            "report",
+        ),
+        Row(
+            f"total USS of the {n} frozen instances", mib(uss_ours), f"daemon's figure: {mib(uss_daemon)}", "", "report"
+        ),
+        Row(
+            f"GET /icebox/v1/instances p50 ({n} instances)",
+            ms(full_list.p50),
+            f"{ms(idle_list.p50)} with 0 instances",
+            ratio(full_list.p50, idle_list.p50),
+            "report",
+        ),
     ]
-    section.tables.append(Table("Details", ["Quantity", "Value"], [
-        ["daemon RSS after deploying the actions, before any instance", mib(deployed_rss)],
-        ["daemon RSS growth per frozen instance", f"{(full_rss - idle_rss) / max(n, 1) / 1024:.0f} KiB"],
-        ["mean USS per frozen instance (from /proc)", mib(uss_ours / max(n, 1))],
-        ["instance processes read", str(processes)],
-        [f"{INSTANCES} sequential cold invocations took", f"{start_s:.1f} s"],
-        ["then all frozen after", f"{frozen_wait:.1f} s"],
-        ["GET /icebox/v1/instances p90 / max", f"{ms(full_list.p90)} / {ms(full_list.max)}"],
-        ["GET /icebox/v1/instances body size", f"{size / 1024:.0f} KiB"],
-        ["evictions during the benchmark", f"{evictions:.0f}"],
-    ]))
+    section.tables.append(
+        Table(
+            "Details",
+            ["Quantity", "Value"],
+            [
+                ["daemon RSS after deploying the actions, before any instance", mib(deployed_rss)],
+                ["daemon RSS growth per frozen instance", f"{(full_rss - idle_rss) / max(n, 1) / 1024:.0f} KiB"],
+                ["mean USS per frozen instance (from /proc)", mib(uss_ours / max(n, 1))],
+                ["instance processes read", str(processes)],
+                [f"{INSTANCES} sequential cold invocations took", f"{start_s:.1f} s"],
+                ["then all frozen after", f"{frozen_wait:.1f} s"],
+                ["GET /icebox/v1/instances p90 / max", f"{ms(full_list.p90)} / {ms(full_list.max)}"],
+                ["GET /icebox/v1/instances body size", f"{size / 1024:.0f} KiB"],
+                ["evictions during the benchmark", f"{evictions:.0f}"],
+            ],
+        )
+    )
     return section
 
 

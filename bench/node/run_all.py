@@ -27,8 +27,13 @@ BENCHMARKS = {
 
 def main(argv: list[str] | None = None) -> int:
     p = cli.parser("Run the icebox node-runtime benchmarks and write a markdown report.")
-    p.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), metavar="NAME",
-                   help="run only these benchmarks: " + ", ".join(BENCHMARKS))
+    p.add_argument(
+        "--only",
+        nargs="+",
+        choices=sorted(BENCHMARKS),
+        metavar="NAME",
+        help="run only these benchmarks: " + ", ".join(BENCHMARKS),
+    )
     args = p.parse_args(argv)
     cli.install_signal_handlers()
     command = "python3 " + " ".join(sys.argv)

@@ -1,6 +1,6 @@
 """Unit tests of the cold-start benchmark's snapshot configuration (no daemon needed).
 
-    python3 -m unittest discover -s bench/node -p 'test_*.py'
+python3 -m unittest discover -s bench/node -p 'test_*.py'
 """
 
 from __future__ import annotations
@@ -14,12 +14,15 @@ from nodebench.snapshots import unavailable_reason, view_of
 
 
 def record(instance: str, restore: str | None = None, init: int = 45, wait: int = 47, duration: int = 20) -> dict:
-    annotations = [{"key": "icebox.start", "value": "cold"}, {"key": "icebox.instance", "value": instance},
-                   {"key": "initTime", "value": init}, {"key": "waitTime", "value": wait}]
+    annotations = [
+        {"key": "icebox.start", "value": "cold"},
+        {"key": "icebox.instance", "value": instance},
+        {"key": "initTime", "value": init},
+        {"key": "waitTime", "value": wait},
+    ]
     if restore:
         annotations.append({"key": "icebox.restore", "value": restore})
-    return {"name": "cold-java", "annotations": annotations, "duration": duration,
-            "response": {"success": True}}
+    return {"name": "cold-java", "annotations": annotations, "duration": duration, "response": {"success": True}}
 
 
 class RestoreCheckTest(unittest.TestCase):
@@ -86,17 +89,22 @@ class ComparisonTest(unittest.TestCase):
 
 class SnapshotApiTest(unittest.TestCase):
     def test_view_of_matches_the_name_in_any_namespace_and_the_version(self):
-        views = [{"action": "guest/cold-java", "version": "0.0.1", "state": "ready"},
-                 {"action": "guest/cold-java-2", "version": "0.0.1", "state": "building"}]
+        views = [
+            {"action": "guest/cold-java", "version": "0.0.1", "state": "ready"},
+            {"action": "guest/cold-java-2", "version": "0.0.1", "state": "building"},
+        ]
         self.assertIs(view_of(views, "cold-java"), views[0])
         self.assertIsNone(view_of(views, "cold-java", "0.0.2"))
         self.assertIsNone(view_of(views, "cold"))
 
     def test_unavailable_reason_reads_the_process_isolation(self):
-        self.assertIsNone(unavailable_reason({"isolations": [{"isolation": "process", "backend": "crun",
-                                                              "snapshots": True}]}))
-        self.assertIn("CRIU", unavailable_reason({"isolations": [{"isolation": "process", "backend": "none",
-                                                                  "snapshots": False}]}))
+        self.assertIsNone(
+            unavailable_reason({"isolations": [{"isolation": "process", "backend": "crun", "snapshots": True}]})
+        )
+        self.assertIn(
+            "CRIU",
+            unavailable_reason({"isolations": [{"isolation": "process", "backend": "none", "snapshots": False}]}),
+        )
         self.assertIn("no process isolation", unavailable_reason({}))
 
 

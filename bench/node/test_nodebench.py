@@ -1,6 +1,6 @@
 """Unit tests of the benchmark helpers that compute reported numbers (no daemon needed).
 
-    python3 -m unittest discover -s bench/node -p 'test_*.py'
+python3 -m unittest discover -s bench/node -p 'test_*.py'
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import unittest
 
 from freeze_thaw import paired_round_trips
 from nodebench.report import NOT_MEASURED, Row, Section, render_summary
-from nodebench.stats import Histogram, parse_metrics, percentile, metric_sum
+from nodebench.stats import Histogram, metric_sum, parse_metrics, percentile
 
 SCRAPE = """\
 # HELP icebox_thaw_seconds Time to thaw an instance.
@@ -87,11 +87,15 @@ class RoundTripTest(unittest.TestCase):
 
 class SummaryTest(unittest.TestCase):
     def test_lists_judged_and_unmeasured_targets_only(self):
-        s = Section("Cold start", "", rows=[
-            Row("python", "50 ms", target="≤ 60 ms", met=True),
-            Row("java", NOT_MEASURED, target="≤ 200 ms"),
-            Row("info", "1 ms"),
-        ])
+        s = Section(
+            "Cold start",
+            "",
+            rows=[
+                Row("python", "50 ms", target="≤ 60 ms", met=True),
+                Row("java", NOT_MEASURED, target="≤ 200 ms"),
+                Row("info", "1 ms"),
+            ],
+        )
         text = render_summary([s])
         self.assertIn("Cold start: python | 50 ms | ≤ 60 ms | met", text)
         self.assertIn("Cold start: java | not measured | ≤ 200 ms | not measured", text)

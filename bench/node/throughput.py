@@ -120,10 +120,14 @@ def _daemon_run(section: Section) -> tuple[Result, int, int, float]:
         after = d.metrics()
         with d.client() as c:
             views = [v for v in c.get_json("/icebox/v1/instances") if v["action"].endswith("/hello-python")]
-        colds = metric_sum(after, "icebox_invocations_total", start="cold") - metric_sum(before, "icebox_invocations_total", start="cold")
+        colds = metric_sum(after, "icebox_invocations_total", start="cold") - metric_sum(
+            before, "icebox_invocations_total", start="cold"
+        )
         thaws = metric_sum(after, "icebox_thaw_seconds_count") - metric_sum(before, "icebox_thaw_seconds_count")
-        section.notes.append(f"{d.label}: {colds:.0f} cold start(s) and {thaws:.0f} thaw(s) over warm-up and "
-                             "measurement together (from /metrics).")
+        section.notes.append(
+            f"{d.label}: {colds:.0f} cold start(s) and {thaws:.0f} thaw(s) over warm-up and "
+            "measurement together (from /metrics)."
+        )
         section.notes.append(d.isolation_note())
     section.notes.append(d.stop_note())
     return result, len(views), int(colds), daemon_cpu
@@ -133,7 +137,7 @@ def _baseline_run() -> Result:
     ex = python_hello()
     with ExitStack() as stack:
         workers = []
-        for i in range(CLIENTS):
+        for _ in range(CLIENTS):
             proxy = stack.enter_context(DirectProxy("python"))
             client = proxy.client()
             stack.callback(client.close)
@@ -149,22 +153,49 @@ def run() -> Section:
     rps = daemon.requests / daemon.seconds
     base_rps = base.requests / base.seconds
     section.rows += [
-        Row("requests per second", f"{rps:.0f} req/s", f"{base_rps:.0f} req/s (8 bare proxies)", ratio(rps, base_rps),
-            "report (no target)"),
+        Row(
+            "requests per second",
+            f"{rps:.0f} req/s",
+            f"{base_rps:.0f} req/s (8 bare proxies)",
+            ratio(rps, base_rps),
+            "report (no target)",
+        ),
         Row("latency p50", ms(daemon.latency.p50), ms(base.latency.p50), ratio(daemon.latency.p50, base.latency.p50)),
         Row("latency p99", ms(daemon.latency.p99), ms(base.latency.p99), ratio(daemon.latency.p99, base.latency.p99)),
         Row("instances used (concurrency 1)", str(instances), f"{CLIENTS} (one proxy per client)"),
     ]
-    section.tables.append(Table(
-        f"Details ({MEASURE_S:.0f} s measured after {WARMUP_S:.0f} s warm-up)",
-        ["Path", "requests", "errors", "p50", "p90", "p99", "max", "client CPU (whole run)"],
-        [["iceboxd, TCP", str(daemon.requests), str(daemon.errors), ms(daemon.latency.p50), ms(daemon.latency.p90),
-          ms(daemon.latency.p99), ms(daemon.latency.max), f"{daemon.client_cpu:.1f} s"],
-         ["bare proxies, UNIX sockets", str(base.requests), str(base.errors), ms(base.latency.p50), ms(base.latency.p90),
-          ms(base.latency.p99), ms(base.latency.max), f"{base.client_cpu:.1f} s"]],
-    ))
-    section.notes.append(f"iceboxd used {daemon_cpu:.1f} s of CPU over warm-up and measurement "
-                         f"({WARMUP_S + MEASURE_S:.0f} s of wall time, 2 CPUs shared with the clients and the instances).")
+    section.tables.append(
+        Table(
+            f"Details ({MEASURE_S:.0f} s measured after {WARMUP_S:.0f} s warm-up)",
+            ["Path", "requests", "errors", "p50", "p90", "p99", "max", "client CPU (whole run)"],
+            [
+                [
+                    "iceboxd, TCP",
+                    str(daemon.requests),
+                    str(daemon.errors),
+                    ms(daemon.latency.p50),
+                    ms(daemon.latency.p90),
+                    ms(daemon.latency.p99),
+                    ms(daemon.latency.max),
+                    f"{daemon.client_cpu:.1f} s",
+                ],
+                [
+                    "bare proxies, UNIX sockets",
+                    str(base.requests),
+                    str(base.errors),
+                    ms(base.latency.p50),
+                    ms(base.latency.p90),
+                    ms(base.latency.p99),
+                    ms(base.latency.max),
+                    f"{base.client_cpu:.1f} s",
+                ],
+            ],
+        )
+    )
+    section.notes.append(
+        f"iceboxd used {daemon_cpu:.1f} s of CPU over warm-up and measurement "
+        f"({WARMUP_S + MEASURE_S:.0f} s of wall time, 2 CPUs shared with the clients and the instances)."
+    )
     section.notes.append(f"Cold starts while warming up: {colds}; instances alive at the end: {instances}.")
     for label, r in (("iceboxd", daemon), ("baseline", base)):
         if r.errors:

@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from icebox_bench.desiccant_eval import cpu
 
 HYBRID = """\
@@ -49,8 +48,10 @@ def test_the_wrapper_moves_the_command_into_the_group_before_exec(tmp_path):
 
 
 def _samples():
-    return [{"t_ms": 1000.0 * t, "method": "cpuacct", "total_s": 2.0 * t, "daemon_s": 0.5 * t, "machine_s": 2.5 * t}
-            for t in (0, 2, 4)]
+    return [
+        {"t_ms": 1000.0 * t, "method": "cpuacct", "total_s": 2.0 * t, "daemon_s": 0.5 * t, "machine_s": 2.5 * t}
+        for t in (0, 2, 4)
+    ]
 
 
 def test_counters_are_interpolated_between_samples_and_clamped_outside():
@@ -63,6 +64,12 @@ def test_counters_are_interpolated_between_samples_and_clamped_outside():
 
 def test_window_cpu_splits_daemon_and_instances():
     got = cpu.window_cpu(_samples(), 1000.0, 3000.0)
-    assert got == {"method": "cpuacct", "total_s": 4.0, "daemon_s": 1.0, "instances_s": 3.0, "cores": 2.0,
-                   "other_cores": 0.5}
+    assert got == {
+        "method": "cpuacct",
+        "total_s": 4.0,
+        "daemon_s": 1.0,
+        "instances_s": 3.0,
+        "cores": 2.0,
+        "other_cores": 0.5,
+    }
     assert cpu.window_cpu(_samples(), 3000.0, 3000.0) is None

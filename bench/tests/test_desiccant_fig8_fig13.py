@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench.desiccant_eval import fig8, fig8_render, fig13, fig13_render
 from icebox_bench.units import MIB
 
@@ -14,12 +13,16 @@ def _mem(rss, pss, uss):
 
 # ---- Fig. 8 ----------------------------------------------------------------------------
 
+
 def test_fig8_point_is_the_mean_per_instance_and_the_vanilla_over_desiccant_ratio():
     p = fig8.point(2, [_mem(90, 60, 50), _mem(94, 56, 50)], [_mem(46, 14, 8), _mem(46, 16, 8)])
-    assert p == {"instances": 2,
-                 "vanilla": {"rss_mb": 92.0, "pss_mb": 58.0, "uss_mb": 50.0},
-                 "desiccant": {"rss_mb": 46.0, "pss_mb": 15.0, "uss_mb": 8.0},
-                 "rss_improvement": 2.0, "pss_improvement": round(58 / 15, 4)}
+    assert p == {
+        "instances": 2,
+        "vanilla": {"rss_mb": 92.0, "pss_mb": 58.0, "uss_mb": 50.0},
+        "desiccant": {"rss_mb": 46.0, "pss_mb": 15.0, "uss_mb": 8.0},
+        "rss_improvement": 2.0,
+        "pss_improvement": round(58 / 15, 4),
+    }
 
 
 def test_fig8_point_needs_every_instance_of_both_modes():
@@ -39,10 +42,15 @@ def test_fig8_summary_orders_points_by_instance_count(tmp_path):
 
 # ---- Fig. 13 ---------------------------------------------------------------------------
 
+
 def test_fig13_slowdown_is_after_over_before_minus_one():
-    e = fig13.variant_entry([10.0, 10.0, 12.0, 8.0], [11.0, 11.0, 11.0, 11.0],
-                            before_latency_ms=[20.0] * 4, after_latency_ms=[25.0] * 4,
-                            report={"freed": 30 * MIB, "cpu_ms": 12.5, "wall_ms": 40.0})
+    e = fig13.variant_entry(
+        [10.0, 10.0, 12.0, 8.0],
+        [11.0, 11.0, 11.0, 11.0],
+        before_latency_ms=[20.0] * 4,
+        after_latency_ms=[25.0] * 4,
+        report={"freed": 30 * MIB, "cpu_ms": 12.5, "wall_ms": 40.0},
+    )
     assert e["before_ms"] == 10.0 and e["after_ms"] == 11.0
     assert e["slowdown"] == pytest.approx(0.1)
     assert e["latency_slowdown"] == pytest.approx(0.25)
@@ -51,14 +59,18 @@ def test_fig13_slowdown_is_after_over_before_minus_one():
 
 
 def test_fig13_median_slowdown_ignores_one_disturbed_invocation():
-    e = fig13.variant_entry([10.0] * 5, [10.0, 10.0, 10.0, 10.0, 60.0], before_latency_ms=[1.0] * 5,
-                            after_latency_ms=[1.0] * 5, report={})
+    e = fig13.variant_entry(
+        [10.0] * 5, [10.0, 10.0, 10.0, 10.0, 60.0], before_latency_ms=[1.0] * 5, after_latency_ms=[1.0] * 5, report={}
+    )
     assert e["slowdown"] == pytest.approx(1.0) and e["median_slowdown"] == 0.0
 
 
 def _function(language, default, **slowdowns):
-    return {"language": language, "default_variant": default,
-            "variants": {v: {"slowdown": s} for v, s in slowdowns.items()}}
+    return {
+        "language": language,
+        "default_variant": default,
+        "variants": {v: {"slowdown": s} for v, s in slowdowns.items()},
+    }
 
 
 def test_fig13_summary_means_per_language_and_variant_and_the_default_headline(tmp_path):
@@ -79,15 +91,21 @@ def test_fig13_summary_means_per_language_and_variant_and_the_default_headline(t
 
 def test_fig13_variants_option_parses_per_language_lists():
     assert fig13.parse_variants("nodejs=low-memory, gc-trim;java=gc; ;python=") == {
-        "nodejs": ["low-memory", "gc-trim"], "java": ["gc"], "python": []}
+        "nodejs": ["low-memory", "gc-trim"],
+        "java": ["gc"],
+        "python": [],
+    }
     with pytest.raises(ValueError):
         fig13.parse_variants("low-memory")
 
 
 def test_fig13_render(tmp_path):
     e = fig13.variant_entry([10.0], [12.0], before_latency_ms=[15.0], after_latency_ms=[17.0], report={})
-    summary = fig13.summary({"fft": {"language": "nodejs", "default_variant": "low-memory",
-                                     "variants": {"low-memory": e}}}, before_runs=130, window=1)
+    summary = fig13.summary(
+        {"fft": {"language": "nodejs", "default_variant": "low-memory", "variants": {"low-memory": e}}},
+        before_runs=130,
+        window=1,
+    )
     files = fig13_render.render(tmp_path, summary, {"pi": "failed"})
     text = files[0].read_text()
     assert "| fft | JavaScript (Node.js) | low-memory (default) | 10.0 | 12.0 | 20.0 % |" in text

@@ -4,7 +4,6 @@ building blocks shape requests as the daemon's contract says."""
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench import manifest, recipes
 from icebox_bench.commands.run_cmd import recipe_parser
 from icebox_bench.desiccant_eval import actions

@@ -7,13 +7,21 @@ import json
 
 import pytest
 from faasmem_samples import write_run
-
 from icebox_bench.faasmem_eval import fig12, fig12_render
 
 FUNCTIONS = ["f1", "f2"]
-CONFIG = {"trace": "azure2021-sample", "trace_window": ":", "speed": 2.0, "keep_alive_s": 300.0, "tail_s": 300.0,
-          "daemon_args": ["--offload-pool", "zram:4GiB", "--offload", "MODE"], "functions": FUNCTIONS,
-          "loads": ["high"], "modes": list(fig12.MODES), "failed": {"low-none": "example failure"}}
+CONFIG = {
+    "trace": "azure2021-sample",
+    "trace_window": ":",
+    "speed": 2.0,
+    "keep_alive_s": 300.0,
+    "tail_s": 300.0,
+    "daemon_args": ["--offload-pool", "zram:4GiB", "--offload", "MODE"],
+    "functions": FUNCTIONS,
+    "loads": ["high"],
+    "modes": list(fig12.MODES),
+    "failed": {"low-none": "example failure"},
+}
 
 
 @pytest.fixture
@@ -22,10 +30,19 @@ def runs(tmp_path) -> dict[str, dict]:
     20% and is 20% slower."""
     spec = {
         "none": dict(local_mib={"f1": 100, "f2": 50}, latency_ms={"f1": [100.0] * 10, "f2": [100.0] * 10}),
-        "tmo": dict(local_mib={"f1": 95, "f2": 48}, latency_ms={"f1": [100.0] * 10, "f2": [100.0] * 10},
-                    offloaded_mib={"f1": 1.0, "f2": 1.0}, node_offloaded_mib=2.0),
-        "faasmem": dict(local_mib={"f1": 50, "f2": 40}, latency_ms={"f1": [104.0] * 10, "f2": [120.0] * 10},
-                        offloaded_mib={"f1": 40.0, "f2": 5.0}, node_offloaded_mib=45.0, refaulted_mib=2.0),
+        "tmo": dict(
+            local_mib={"f1": 95, "f2": 48},
+            latency_ms={"f1": [100.0] * 10, "f2": [100.0] * 10},
+            offloaded_mib={"f1": 1.0, "f2": 1.0},
+            node_offloaded_mib=2.0,
+        ),
+        "faasmem": dict(
+            local_mib={"f1": 50, "f2": 40},
+            latency_ms={"f1": [104.0] * 10, "f2": [120.0] * 10},
+            offloaded_mib={"f1": 40.0, "f2": 5.0},
+            node_offloaded_mib=45.0,
+            refaulted_mib=2.0,
+        ),
     }
     return {mode: fig12.analyse_run(write_run(tmp_path / mode, **kw), FUNCTIONS) for mode, kw in spec.items()}
 
@@ -59,8 +76,12 @@ def test_memory_is_normalised_to_mode_none_and_the_targets_are_checked_per_funct
 
 
 def test_nothing_offloaded_by_tmo_meets_the_ratio_target_when_faasmem_offloaded_at_the_same_p95(tmp_path, runs):
-    tmo = fig12.analyse_run(write_run(tmp_path / "tmo0", local_mib={"f1": 100, "f2": 50},
-                                      latency_ms={"f1": [104.0] * 10, "f2": [120.0] * 10}), FUNCTIONS)
+    tmo = fig12.analyse_run(
+        write_run(
+            tmp_path / "tmo0", local_mib={"f1": 100, "f2": 50}, latency_ms={"f1": [104.0] * 10, "f2": [120.0] * 10}
+        ),
+        FUNCTIONS,
+    )
     load_runs = {**runs, "tmo": tmo}
     rows = fig12.targets("high", fig12.compare(load_runs), load_runs)
     f1 = next(t for t in rows if t["function"] == "f1" and "offloads" in t["target"])
@@ -77,8 +98,10 @@ def test_render_writes_the_table_targets_kernel_swap_overheads_and_the_plot(tmp_
     text = (out / "faasmem-fig12.md").read_text()
     assert "## high load" in text and "## low load" not in text
     # Local memory, then the pool-remote view (USS: the samples' USS is local + 7 MiB), then p95.
-    assert ("| f1 | 100.0 (1.00) | 95.0 (0.95) | 50.0 (0.50) | 107.0 (1.00) | 102.0 (0.95) | 57.0 (0.53) "
-            "| 100.0 | 100.0 | 104.0 |") in text
+    assert (
+        "| f1 | 100.0 (1.00) | 95.0 (0.95) | 50.0 (0.50) | 107.0 (1.00) | 102.0 (0.95) | 57.0 (0.53) "
+        "| 100.0 | 100.0 | 104.0 |"
+    ) in text
     assert "kernel pswpout (MiB)" in text and "barrier init_done" in text and "low-none: example failure" in text
     assert fig12_render.render(out, {"runs": {"high": {}}}) == []
 

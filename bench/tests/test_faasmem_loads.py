@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench.faasmem_eval import loads
 from icebox_bench.mapping import MappingError
 from icebox_bench.traces import open_trace
 from icebox_bench.traces.model import TraceInvocation
 
-BENCH = ["float_operation", "matmul", "linpack", "image_processing", "chameleon", "pyaes", "gzip_compression",
-         "json_dumps_loads", "ml_inference", "graph_bfs", "web_server"]
+BENCH = [
+    "float_operation",
+    "matmul",
+    "linpack",
+    "image_processing",
+    "chameleon",
+    "pyaes",
+    "gzip_compression",
+    "json_dumps_loads",
+    "ml_inference",
+    "graph_bfs",
+    "web_server",
+]
 
 
 def _invocations(counts: dict[str, int]) -> list[TraceInvocation]:

@@ -4,7 +4,6 @@ to start where they cannot work (no --offload in iceboxd, a zram pool without ro
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench import cli, recipes
 from icebox_bench.commands.run_cmd import recipe_parser
 from icebox_bench.daemon import DaemonError

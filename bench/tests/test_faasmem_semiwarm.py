@@ -6,16 +6,20 @@ import json
 
 import pytest
 from faasmem_samples import T0, _jsonl, instance_row
-
 from icebox_bench.faasmem_eval import semiwarm, semiwarm_render
 
 
 def test_the_pattern_is_bursts_idle_times_and_wake_requests():
     s = semiwarm.pattern("web_server", 3, 2.0, 60.0, 2)
     assert [(i.offset_s, i.trace_function) for i in s.items] == [
-        (0.0, "burst"), (2.0, "burst"), (4.0, "burst"),
-        (64.0, "wake"), (66.0, "burst"), (68.0, "burst"),
-        (128.0, "wake")]
+        (0.0, "burst"),
+        (2.0, "burst"),
+        (4.0, "burst"),
+        (64.0, "wake"),
+        (66.0, "burst"),
+        (68.0, "burst"),
+        (128.0, "wake"),
+    ]
     assert {i.function for i in s.items} == {"web_server"} and [i.seq for i in s.items] == list(range(7))
     with pytest.raises(ValueError):
         semiwarm.pattern("f", 0, 1.0, 10.0, 1)
@@ -32,31 +36,60 @@ def _write(path, *, on: bool):
     for seq, (offset, role) in enumerate([(0, "burst"), (2, "burst"), (4, "burst"), (64, "wake")]):
         start = T0 + offset * 1000.0
         latency = 900.0 if seq == 0 else (70.0 if on and role == "wake" else 50.0)
-        records.append({"seq": seq, "function": "web", "trace_function": role, "warmup": False, "scheduled_ms": start,
-                        "start_ms": start, "end_ms": start + latency, "latency_ms": latency, "status": "success",
-                        "start_kind": "cold" if seq == 0 else "warm"})
+        records.append(
+            {
+                "seq": seq,
+                "function": "web",
+                "trace_function": role,
+                "warmup": False,
+                "scheduled_ms": start,
+                "start_ms": start,
+                "end_ms": start + latency,
+                "latency_ms": latency,
+                "status": "success",
+                "start_kind": "cold" if seq == 0 else "warm",
+            }
+        )
     _jsonl(path / "invocations.jsonl", records)
     samples = []
     for t in range(0, 70):
         local = 80 - (max(0, min(t, 63) - 30) if on else 0) if t < 64 else 60
-        samples.append({"t_ms": T0 + t * 1000.0 + 500.0,
-                        "instances": [instance_row("web", local, semiwarm=on and 30 <= t < 64)]})
+        samples.append(
+            {"t_ms": T0 + t * 1000.0 + 500.0, "instances": [instance_row("web", local, semiwarm=on and 30 <= t < 64)]}
+        )
     _jsonl(path / "memory.jsonl", samples)
     events = [{"time_ms": T0 + 2_000.0, "kind": "offloaded", "action": "guest/web", "detail": "runtime 5 MiB in 2 ms"}]
     if on:
-        events += [{"time_ms": T0 + 50_000.0, "kind": "offloaded", "action": "guest/web",
-                    "detail": "semiwarm 33 MiB in 10 ms"},
-                   {"time_ms": T0 + 64_500.0, "kind": "refaulted", "action": "guest/web", "detail": "3 MiB"}]
+        events += [
+            {
+                "time_ms": T0 + 50_000.0,
+                "kind": "offloaded",
+                "action": "guest/web",
+                "detail": "semiwarm 33 MiB in 10 ms",
+            },
+            {"time_ms": T0 + 64_500.0, "kind": "refaulted", "action": "guest/web", "detail": "3 MiB"},
+        ]
     _jsonl(path / "events.jsonl", events)
     return path
 
 
 @pytest.fixture
 def summary(tmp_path) -> dict:
-    variants = {name: semiwarm.analyse_run(_write(tmp_path / semiwarm.variant_label(name), on=name != "off"), "web")
-                for name in ("1%/s", "off")}
-    config = {"function": "web", "burst": 3, "gap_s": 2.0, "idle_s": 60.0, "cycles": 1, "keep_alive_s": 600.0,
-              "variants": list(variants), "daemon_args": ["--semiwarm", "VARIANT"], "failed": {}}
+    variants = {
+        name: semiwarm.analyse_run(_write(tmp_path / semiwarm.variant_label(name), on=name != "off"), "web")
+        for name in ("1%/s", "off")
+    }
+    config = {
+        "function": "web",
+        "burst": 3,
+        "gap_s": 2.0,
+        "idle_s": 60.0,
+        "cycles": 1,
+        "keep_alive_s": 600.0,
+        "variants": list(variants),
+        "daemon_args": ["--semiwarm", "VARIANT"],
+        "failed": {},
+    }
     return json.loads(json.dumps(semiwarm.summary(config, variants)))
 
 

@@ -7,20 +7,30 @@ import math
 import os
 
 import pytest
-
 from icebox_bench.faasnap_eval import fig6, fig6_render, pagecache
 from icebox_bench.faasnap_eval.fig6_run import action_name, body, restore_mode
 from icebox_bench.manifest import load_all, select
 
 
-def sample(fn: str, mode: str, ms: float, *, panel: str = "A->B", restored: bool = True, ok: bool = True,
-           rep: int = 0) -> dict:
+def sample(
+    fn: str, mode: str, ms: float, *, panel: str = "A->B", restored: bool = True, ok: bool = True, rep: int = 0
+) -> dict:
     steps = {"incoming": 50.0, "prefetch_wait": 0.0, "resume": ms / 8, "attach": 20.0, "total": 70 + ms / 8}
     loader = {"bytes": 96 << 20, "ms": 80.0} if mode in ("reap", "faasnap") else None
-    return {"function": fn, "mode": mode, "panel": panel, "rep": rep, "latency_ms": ms, "ok": ok,
-            "restore_stats": {"ready": {"ms": steps, "resident_pages": 1024}, "loader": loader},
-            "restored": restored, "restore_ms": ms / 4, "duration_ms": ms / 2,
-            "majflt": 0 if mode == "cached" else int(ms), "read_bytes": 0 if mode == "cached" else int(ms) << 20}
+    return {
+        "function": fn,
+        "mode": mode,
+        "panel": panel,
+        "rep": rep,
+        "latency_ms": ms,
+        "ok": ok,
+        "restore_stats": {"ready": {"ms": steps, "resident_pages": 1024}, "loader": loader},
+        "restored": restored,
+        "restore_ms": ms / 4,
+        "duration_ms": ms / 2,
+        "majflt": 0 if mode == "cached" else int(ms),
+        "read_bytes": 0 if mode == "cached" else int(ms) << 20,
+    }
 
 
 def three(fn: str, mode: str, a: float, b: float, c: float, **kw) -> list[dict]:
@@ -30,8 +40,10 @@ def three(fn: str, mode: str, a: float, b: float, c: float, **kw) -> list[dict]:
 def samples() -> list[dict]:
     out = []
     # hello: FaaSnap 2.5x faster than lazy, 5% slower than cached; json: 1.7x, 2% faster.
-    for fn, (lazy, reap, fsnap, cached) in {"hello": (1000, 600, 400, 380),
-                                           "json_dumps_loads": (1700, 1200, 1000, 1020)}.items():
+    for fn, (lazy, reap, fsnap, cached) in {
+        "hello": (1000, 600, 400, 380),
+        "json_dumps_loads": (1700, 1200, 1000, 1020),
+    }.items():
         out += three(fn, "lazy", lazy * 0.9, lazy, lazy * 1.3)
         out += three(fn, "reap", reap, reap * 1.1, reap * 0.95)
         out += three(fn, "faasnap", fsnap * 1.05, fsnap, fsnap * 0.98)
@@ -40,8 +52,15 @@ def samples() -> list[dict]:
 
 
 def test_medians_count_only_invocations_a_restore_served():
-    e = fig6.mode_entry([sample("f", "lazy", 100), sample("f", "lazy", 300), sample("f", "lazy", 5, restored=False),
-                         sample("f", "lazy", 7, ok=False), sample("f", "lazy", 200)])
+    e = fig6.mode_entry(
+        [
+            sample("f", "lazy", 100),
+            sample("f", "lazy", 300),
+            sample("f", "lazy", 5, restored=False),
+            sample("f", "lazy", 7, ok=False),
+            sample("f", "lazy", 200),
+        ]
+    )
     assert e["median_ms"] == 200 and e["n"] == 3
     assert e["not_restored"] == 1 and e["failed"] == 1
     assert e["min_ms"] == 100 and e["max_ms"] == 300

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench.frozen_garbage import analysis
 from icebox_bench.units import MIB
 
@@ -16,8 +15,13 @@ def test_function_summary_has_exactly_the_issue_keys():
     real = [20 * MIB, 40 * MIB]
     ideal = [10 * MIB, 10 * MIB]
     entry = analysis.function_summary("java", real, ideal)
-    assert entry == {"language": "java", "avg_ratio": 3.0, "max_ratio": 4.0,
-                     "uss_mb": [20.0, 40.0], "ideal_mb": [10.0, 10.0]}
+    assert entry == {
+        "language": "java",
+        "avg_ratio": 3.0,
+        "max_ratio": 4.0,
+        "uss_mb": [20.0, 40.0],
+        "ideal_mb": [10.0, 10.0],
+    }
 
 
 def test_by_language_averages_the_functions_ratios():
@@ -41,6 +45,7 @@ def test_ratios_reject_mismatched_or_empty_ideals():
 
 def test_startup_memory_of_a_prewarmed_instance_is_its_last_runtime_ready_before_init():
     from icebox_bench.frozen_garbage.measure import startup_events
+
     events = [
         {"seq": 3, "kind": "created"},
         {"seq": 4, "kind": "runtime_ready", "memory": {"uss": 1}},

@@ -16,10 +16,10 @@ from base64 import b64encode
 
 import pytest
 import yaml
-from openapi_schema_validator import OAS30Validator
-
 from icebox_bench import paths
 from icebox_bench.daemon import Daemon
+from icebox_bench.invoke import from_record
+from openapi_schema_validator import OAS30Validator
 
 pytestmark = pytest.mark.integration
 
@@ -64,8 +64,12 @@ class Api:
 
     def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Authorization": self.auth, "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.base + path,
+            data=data,
+            method=method,
+            headers={"Authorization": self.auth, "Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(req, timeout=120) as resp:
                 return resp.status, json.loads(resp.read() or b"null")
@@ -90,12 +94,16 @@ def node():
 
 def test_node_api_answers_as_the_contract_says(contract, node):
     api = Api(node)
-    status, _ = api.call("PUT", "/api/v1/namespaces/_/actions/contract-hello?overwrite=true",
-                         {"exec": {"kind": "python:3", "code": "def main(a):\n    return {'n': a.get('n', 0)}\n"}})
+    status, _ = api.call(
+        "PUT",
+        "/api/v1/namespaces/_/actions/contract-hello?overwrite=true",
+        {"exec": {"kind": "python:3", "code": "def main(a):\n    return {'n': a.get('n', 0)}\n"}},
+    )
     assert status == 200
     for n in range(2):
-        status, result = api.call("POST", "/api/v1/namespaces/_/actions/contract-hello?blocking=true&result=true",
-                                  {"n": n})
+        status, result = api.call(
+            "POST", "/api/v1/namespaces/_/actions/contract-hello?blocking=true&result=true", {"n": n}
+        )
         assert (status, result) == (200, {"n": n})
 
     check(contract, api, "get", "/icebox/v1/health", "/icebox/v1/health", 200)
@@ -110,25 +118,35 @@ def test_node_api_answers_as_the_contract_says(contract, node):
     assert "reclaimable" in view and view["reclaim_mode"] == "desiccant"
     check(contract, api, "get", "/icebox/v1/memory", "/icebox/v1/memory", 200)
     check(contract, api, "get", "/icebox/v1/instances/{id}/stats", f"/icebox/v1/instances/{iid}/stats?gc=1", 200)
-    report = check(contract, api, "post", "/icebox/v1/instances/{id}/reclaim",
-                   f"/icebox/v1/instances/{iid}/reclaim", 200)
+    report = check(
+        contract, api, "post", "/icebox/v1/instances/{id}/reclaim", f"/icebox/v1/instances/{iid}/reclaim", 200
+    )
     assert report["instance"] == iid and report["variant"] != "none"
 
     # Errors: the contract's bodies for them too.
     check(contract, api, "get", "/icebox/v1/instances/{id}", "/icebox/v1/instances/nope", 404)
     check(contract, api, "delete", "/icebox/v1/instances/{id}", "/icebox/v1/instances/nope", 404)
     check(contract, api, "get", "/icebox/v1/snapshots", "/icebox/v1/snapshots", 200)
-    check(contract, api, "post", "/icebox/v1/snapshots/{namespace}/{name}",
-          "/icebox/v1/snapshots/_/contract-hello", 409)
-    check(contract, api, "delete", "/icebox/v1/snapshots/{namespace}/{name}",
-          "/icebox/v1/snapshots/_/contract-hello", 404)
+    check(
+        contract, api, "post", "/icebox/v1/snapshots/{namespace}/{name}", "/icebox/v1/snapshots/_/contract-hello", 409
+    )
+    check(
+        contract, api, "delete", "/icebox/v1/snapshots/{namespace}/{name}", "/icebox/v1/snapshots/_/contract-hello", 404
+    )
     check(contract, api, "post", "/icebox/v1/instances/{id}/reclaim", "/icebox/v1/instances/nope/reclaim", 404)
-    check(contract, api, "post", "/icebox/v1/instances/{id}/reclaim",
-          f"/icebox/v1/instances/{iid}/reclaim?variant=no-such-variant", 400)
+    check(
+        contract,
+        api,
+        "post",
+        "/icebox/v1/instances/{id}/reclaim",
+        f"/icebox/v1/instances/{iid}/reclaim?variant=no-such-variant",
+        400,
+    )
 
     # The event stream's payloads: LifecycleEvent, with every kind the daemon emitted here.
-    req = urllib.request.Request(node.apihost + "/icebox/v1/events?since=0&follow=false",
-                                 headers={"Authorization": api.auth})
+    req = urllib.request.Request(
+        node.apihost + "/icebox/v1/events?since=0&follow=false", headers={"Authorization": api.auth}
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         text = resp.read().decode()
     events = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
@@ -149,9 +167,19 @@ def test_sharing_views_answer_as_the_contract_says(contract, node):
     api = Api(node)
     action = "/api/v1/namespaces/{namespace}/actions/{name}"
     code = "function main(p) { return { n: p.n || 0 }; }"
-    check(contract, api, "put", action, "/api/v1/namespaces/_/actions/contract-iso?overwrite=true", 200,
-          {"exec": {"kind": "nodejs:20", "code": code}, "limits": {"concurrency": 4},
-           "annotations": [{"key": "icebox.sharing", "value": "isolate"}]})
+    check(
+        contract,
+        api,
+        "put",
+        action,
+        "/api/v1/namespaces/_/actions/contract-iso?overwrite=true",
+        200,
+        {
+            "exec": {"kind": "nodejs:20", "code": code},
+            "limits": {"concurrency": 4},
+            "annotations": [{"key": "icebox.sharing", "value": "isolate"}],
+        },
+    )
     status, result = api.call("POST", "/api/v1/namespaces/_/actions/contract-iso?blocking=true&result=true", {"n": 3})
     assert (status, result) == (200, {"n": 3})
     deadline = time.monotonic() + 20
@@ -164,12 +192,22 @@ def test_sharing_views_answer_as_the_contract_says(contract, node):
         time.sleep(0.05)
     assert mine["sharing_mode"] == "isolate" and mine["sharing"]["capacity"] == 4
     check(contract, api, "get", "/icebox/v1/instances/{id}", f"/icebox/v1/instances/{mine['id']}", 200)
-    stats = check(contract, api, "get", "/icebox/v1/instances/{id}/stats",
-                  f"/icebox/v1/instances/{mine['id']}/stats", 200)
+    stats = check(
+        contract, api, "get", "/icebox/v1/instances/{id}/stats", f"/icebox/v1/instances/{mine['id']}/stats", 200
+    )
     assert stats["sharing"]["mode"] == "isolate"
-    check(contract, api, "put", action, "/api/v1/namespaces/_/actions/contract-bad?overwrite=true", 400,
-          {"exec": {"kind": "python:3", "code": "def main(a):\n    return a\n"},
-           "annotations": [{"key": "icebox.sharing", "value": "isolate"}]})
+    check(
+        contract,
+        api,
+        "put",
+        action,
+        "/api/v1/namespaces/_/actions/contract-bad?overwrite=true",
+        400,
+        {
+            "exec": {"kind": "python:3", "code": "def main(a):\n    return a\n"},
+            "annotations": [{"key": "icebox.sharing", "value": "isolate"}],
+        },
+    )
 
 
 def test_snapshot_views_answer_as_the_contract_says(contract, node):
@@ -177,9 +215,18 @@ def test_snapshot_views_answer_as_the_contract_says(contract, node):
     instance's view (restored, restore_stats), the discard."""
     api = Api(node)
     action = "/api/v1/namespaces/{namespace}/actions/{name}"
-    check(contract, api, "put", action, "/api/v1/namespaces/_/actions/contract-snap?overwrite=true", 200,
-          {"exec": {"kind": "python:3", "code": "def main(a):\n    return {'ok': True}\n"},
-           "annotations": [{"key": "icebox.snapshot", "value": True}]})
+    check(
+        contract,
+        api,
+        "put",
+        action,
+        "/api/v1/namespaces/_/actions/contract-snap?overwrite=true",
+        200,
+        {
+            "exec": {"kind": "python:3", "code": "def main(a):\n    return {'ok': True}\n"},
+            "annotations": [{"key": "icebox.snapshot", "value": True}],
+        },
+    )
     deadline = time.monotonic() + 60
     while True:
         views = check(contract, api, "get", "/icebox/v1/snapshots", "/icebox/v1/snapshots", 200)
@@ -193,13 +240,25 @@ def test_snapshot_views_answer_as_the_contract_says(contract, node):
     assert status == 200 and record["response"]["success"], record
     restored = {a["key"]: a["value"] for a in record["annotations"]}
     assert restored.get("icebox.restore") == "record", record
-    view = check(contract, api, "get", "/icebox/v1/instances/{id}",
-                 f"/icebox/v1/instances/{restored['icebox.instance']}", 200)
+    view = check(
+        contract, api, "get", "/icebox/v1/instances/{id}", f"/icebox/v1/instances/{restored['icebox.instance']}", 200
+    )
     assert view["restored"] == "record" and isinstance(view.get("restore_stats"), dict), view
-    check(contract, api, "delete", "/icebox/v1/snapshots/{namespace}/{name}", "/icebox/v1/snapshots/_/contract-snap", 200)
-    check(contract, api, "put", action, "/api/v1/namespaces/_/actions/contract-badsnap?overwrite=true", 400,
-          {"exec": {"kind": "python:3", "code": "def main(a):\n    return a\n"},
-           "annotations": [{"key": "icebox.snapshot", "value": "always"}]})
+    check(
+        contract, api, "delete", "/icebox/v1/snapshots/{namespace}/{name}", "/icebox/v1/snapshots/_/contract-snap", 200
+    )
+    check(
+        contract,
+        api,
+        "put",
+        action,
+        "/api/v1/namespaces/_/actions/contract-badsnap?overwrite=true",
+        400,
+        {
+            "exec": {"kind": "python:3", "code": "def main(a):\n    return a\n"},
+            "annotations": [{"key": "icebox.snapshot", "value": "always"}],
+        },
+    )
 
 
 def test_openwhisk_api_answers_as_the_contract_says(contract, node):
@@ -207,19 +266,36 @@ def test_openwhisk_api_answers_as_the_contract_says(contract, node):
     actions = "/api/v1/namespaces/{namespace}/actions"
     action = actions + "/{name}"
     activation = "/api/v1/namespaces/{namespace}/activations/{activationId}"
-    code = "def main(a):\n    print('hello', a.get('name'))\n    return {'greeting': 'hello ' + a.get('name', 'world')}\n"
-    put = check(contract, api, "put", action, "/api/v1/namespaces/_/actions/contract-ow?overwrite=true", 200,
-                {"exec": {"kind": "python:3", "code": code}, "limits": {"memory": 128}})
+    code = (
+        "def main(a):\n    print('hello', a.get('name'))\n    return {'greeting': 'hello ' + a.get('name', 'world')}\n"
+    )
+    put = check(
+        contract,
+        api,
+        "put",
+        action,
+        "/api/v1/namespaces/_/actions/contract-ow?overwrite=true",
+        200,
+        {"exec": {"kind": "python:3", "code": code}, "limits": {"memory": 128}},
+    )
     assert put["name"] == "contract-ow"
     check(contract, api, "get", action, "/api/v1/namespaces/_/actions/contract-ow", 200)
     listed = check(contract, api, "get", actions, "/api/v1/namespaces/_/actions", 200)
     assert any(a["name"] == "contract-ow" for a in listed)
 
-    record = check(contract, api, "post", action, "/api/v1/namespaces/_/actions/contract-ow?blocking=true", 200,
-                   {"name": "a"})
+    record = check(
+        contract, api, "post", action, "/api/v1/namespaces/_/actions/contract-ow?blocking=true", 200, {"name": "a"}
+    )
     assert record["response"]["result"] == {"greeting": "hello a"}
-    result = check(contract, api, "post", action,
-                   "/api/v1/namespaces/_/actions/contract-ow?blocking=true&result=true", 200, {"name": "b"})
+    result = check(
+        contract,
+        api,
+        "post",
+        action,
+        "/api/v1/namespaces/_/actions/contract-ow?blocking=true&result=true",
+        200,
+        {"name": "b"},
+    )
     assert result == {"greeting": "hello b"}
     accepted = check(contract, api, "post", action, "/api/v1/namespaces/_/actions/contract-ow", 202, {"name": "c"})
 
@@ -232,14 +308,43 @@ def test_openwhisk_api_answers_as_the_contract_says(contract, node):
     while api.call("GET", f"/api/v1/namespaces/_/activations/{accepted['activationId']}")[0] != 200:
         assert time.monotonic() < deadline, "the non-blocking activation was never recorded"
         time.sleep(0.05)
-    listed = check(contract, api, "get", "/api/v1/namespaces/{namespace}/activations",
-                   "/api/v1/namespaces/_/activations?limit=5", 200)
+    listed = check(
+        contract,
+        api,
+        "get",
+        "/api/v1/namespaces/{namespace}/activations",
+        "/api/v1/namespaces/_/activations?limit=5",
+        200,
+    )
     assert listed
+
+    # A failed activation's record carries its machine-readable kind, which the harness reads.
+    check(
+        contract,
+        api,
+        "put",
+        action,
+        "/api/v1/namespaces/_/actions/contract-fails?overwrite=true",
+        200,
+        {"exec": {"kind": "python:3", "code": "def main(a):\n    return {'error': 'no'}\n"}, "limits": {"memory": 128}},
+    )
+    failed = check(contract, api, "post", action, "/api/v1/namespaces/_/actions/contract-fails?blocking=true", 502, {})
+    assert {"key": "icebox.error", "value": "application_error"} in failed["annotations"]
+    fields = from_record(failed)
+    assert fields["status"] == "application_error" and fields["error_kind"] == "application_error"
+    assert not any(a["key"] == "icebox.error" for a in record["annotations"])
 
     # Errors, with the contract's bodies.
     check(contract, api, "get", action, "/api/v1/namespaces/_/actions/no-such-action", 404)
     check(contract, api, "post", action, "/api/v1/namespaces/_/actions/no-such-action?blocking=true", 404, {})
-    check(contract, api, "put", action, "/api/v1/namespaces/_/actions/contract-bad", 400,
-          {"exec": {"kind": "python:2", "code": code}})
+    check(
+        contract,
+        api,
+        "put",
+        action,
+        "/api/v1/namespaces/_/actions/contract-bad",
+        400,
+        {"exec": {"kind": "python:2", "code": code}},
+    )
     check(contract, api, "get", activation, "/api/v1/namespaces/_/activations/0123456789abcdef0123456789abcdef", 404)
     check(contract, api, "delete", action, "/api/v1/namespaces/_/actions/contract-ow", 200)

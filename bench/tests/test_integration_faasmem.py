@@ -9,7 +9,6 @@ import json
 import os
 
 import pytest
-
 from icebox_bench import cli, paths
 from icebox_bench.faasmem_eval import run
 
@@ -28,9 +27,30 @@ def offload_daemon():
 
 def test_semiwarm_recipe_times_the_wake_request_of_each_variant(functions_dir, tmp_path):
     out = tmp_path / "sw"
-    code = cli.main(["run", "faasmem-semiwarm", "--out", str(out), "--functions-dir", str(functions_dir),
-                     "--function", "t-hello-py", "--burst", "3", "--gap", "1s", "--idle", "20s",
-                     "--keep-alive", "60s", "--tail", "2s", "--offload-pool", "zram:256MiB"])
+    code = cli.main(
+        [
+            "run",
+            "faasmem-semiwarm",
+            "--out",
+            str(out),
+            "--functions-dir",
+            str(functions_dir),
+            "--function",
+            "t-hello-py",
+            "--burst",
+            "3",
+            "--gap",
+            "1s",
+            "--idle",
+            "20s",
+            "--keep-alive",
+            "60s",
+            "--tail",
+            "2s",
+            "--offload-pool",
+            "zram:256MiB",
+        ]
+    )
     assert code == 0, (out / "summary.json").read_text() if (out / "summary.json").exists() else ""
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["variants"]) == {"1%/s", "off"}
@@ -43,9 +63,28 @@ def test_semiwarm_recipe_times_the_wake_request_of_each_variant(functions_dir, t
 
 def test_fig12_recipe_compares_the_modes_of_one_load(functions_dir, tmp_path):
     out = tmp_path / "f12"
-    code = cli.main(["run", "faasmem-fig12", "--out", str(out), "--functions-dir", str(functions_dir),
-                     "--functions", "t-hello-py,t-square-py", "--trace-window", "0:120", "--speed", "10",
-                     "--loads", "high", "--tail", "3s", "--offload-pool", "zram:256MiB"])
+    code = cli.main(
+        [
+            "run",
+            "faasmem-fig12",
+            "--out",
+            str(out),
+            "--functions-dir",
+            str(functions_dir),
+            "--functions",
+            "t-hello-py,t-square-py",
+            "--trace-window",
+            "0:120",
+            "--speed",
+            "10",
+            "--loads",
+            "high",
+            "--tail",
+            "3s",
+            "--offload-pool",
+            "zram:256MiB",
+        ]
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert code == 0, summary["config"]["failed"]
     runs = summary["runs"]["high"]

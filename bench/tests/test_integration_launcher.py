@@ -7,7 +7,6 @@ import asyncio
 import os
 
 import pytest
-
 from icebox_bench import leaks, paths
 from icebox_bench.client import IceboxClient
 from icebox_bench.daemon import Daemon

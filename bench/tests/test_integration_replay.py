@@ -8,7 +8,6 @@ import asyncio
 import json
 
 import pytest
-
 from icebox_bench import cli, paths
 from icebox_bench.client import IceboxClient
 from icebox_bench.daemon import Daemon
@@ -43,12 +42,33 @@ async def _daemon_activation_ids(apihost: str, auth: str) -> set[str]:
 
 def test_replay_accounts_for_every_scheduled_invocation(daemon, functions_dir, traces_dir, tmp_path):
     out = tmp_path / "run"
-    code = cli.main([
-        "replay", "--trace", str(traces_dir / "azure2019-sample100"), "--window", "480m:482m",
-        "--scale", "20", "--mapping", "round-robin", "--seed", "1", "--functions", "all",
-        "--functions-dir", str(functions_dir), "--apihost", daemon.apihost, "--auth", daemon.auth,
-        "--out", str(out), "--drain-timeout", "60",
-    ])
+    code = cli.main(
+        [
+            "replay",
+            "--trace",
+            str(traces_dir / "azure2019-sample100"),
+            "--window",
+            "480m:482m",
+            "--scale",
+            "20",
+            "--mapping",
+            "round-robin",
+            "--seed",
+            "1",
+            "--functions",
+            "all",
+            "--functions-dir",
+            str(functions_dir),
+            "--apihost",
+            daemon.apihost,
+            "--auth",
+            daemon.auth,
+            "--out",
+            str(out),
+            "--drain-timeout",
+            "60",
+        ]
+    )
     assert code == 0, (out / "result.json").read_text() if (out / "result.json").exists() else daemon.log_tail()
 
     config = json.loads((out / "config.json").read_text())

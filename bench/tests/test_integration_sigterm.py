@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from icebox_bench import paths
 from icebox_bench.desiccant_eval.cpu import cpuacct_mount
 
@@ -57,15 +56,44 @@ def test_sigterm_mid_replay_stops_its_daemons_and_removes_its_cgroup(functions_d
     before = _iceboxd_pids()
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "icebox_bench", "run", "desiccant-fig9-10", "--out", str(out),
-             "--functions-dir", str(functions_dir), "--functions", "python", "--trace",
-             str(traces_dir / "azure2019-sample100"), "--function-durations", str(durations),
-             "--scales", "20", "--modes", "vanilla", "--warmup", "0s", "--duration", "300s"],
-            stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "icebox_bench",
+                "run",
+                "desiccant-fig9-10",
+                "--out",
+                str(out),
+                "--functions-dir",
+                str(functions_dir),
+                "--functions",
+                "python",
+                "--trace",
+                str(traces_dir / "azure2019-sample100"),
+                "--function-durations",
+                str(durations),
+                "--scales",
+                "20",
+                "--modes",
+                "vanilla",
+                "--warmup",
+                "0s",
+                "--duration",
+                "300s",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     try:
         invocations = out / "runs" / "vanilla-x20" / "invocations.jsonl"
-        _wait_for("the replay's first invocations", lambda: invocations.exists() and invocations.stat().st_size > 0,
-                  120, proc, log)
+        _wait_for(
+            "the replay's first invocations",
+            lambda: invocations.exists() and invocations.stat().st_size > 0,
+            120,
+            proc,
+            log,
+        )
         groups = lambda: sorted(p.name for p in mount.glob(f"bench-cpuacct-{proc.pid}-*"))  # noqa: E731
         assert groups(), "the replay daemon runs in a cpuacct cgroup of the harness's own"
         proc.send_signal(signal.SIGTERM)

@@ -11,7 +11,6 @@ import sys
 import time
 
 import pytest
-
 from icebox_bench import leaks, paths
 
 pytestmark = pytest.mark.integration
@@ -23,9 +22,12 @@ def _soak(out, *flags) -> subprocess.Popen:
     log = open(out.parent / "soak.log", "wb")
     # SIGINT as at a terminal: a test run started as a background job (make test &) hands its
     # children SIGINT ignored, and Python then never turns it into KeyboardInterrupt.
-    return subprocess.Popen([sys.executable, "-m", "icebox_bench", "soak", "--out", str(out), *flags],
-                            stdout=subprocess.DEVNULL, stderr=log,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(
+        [sys.executable, "-m", "icebox_bench", "soak", "--out", str(out), *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def _daemon_pid(log_text: str) -> int:

@@ -13,7 +13,13 @@ def test_the_engine_setting_becomes_a_string_annotation_and_empty_means_the_defa
     isolate = isolate_settings(settings)
     assert isolate == {"memory_mb": 48, "pool": None, "idle_ms": None, "engine": "worker"}
     body = sharing_body(None, "isolate", concurrency=8, isolate=isolate, exec_body={"kind": "nodejs:20", "code": ""})
-    assert annotations(body) == {"icebox.sharing": "isolate", "icebox.isolate_memory": 48, "icebox.isolate_engine": "worker"}
+    assert annotations(body) == {
+        "icebox.sharing": "isolate",
+        "icebox.isolate_memory": 48,
+        "icebox.isolate_engine": "worker",
+    }
     assert isolate_settings({"isolate_engine": ""})["engine"] is None
     # Isolate settings never reach another mode's action.
-    assert annotations(sharing_body(None, "shared", concurrency=8, isolate=isolate, exec_body={})) == {"icebox.sharing": "shared"}
+    assert annotations(sharing_body(None, "shared", concurrency=8, isolate=isolate, exec_body={})) == {
+        "icebox.sharing": "shared"
+    }

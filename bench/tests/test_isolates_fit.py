@@ -7,7 +7,6 @@ import json
 import math
 
 import pytest
-
 from icebox_bench.isolates_eval import fit, memory, memory_render
 
 # `icebox-bench run isolates-memory --functions fft --levels 1,2 --hold 1` (fft, before the
@@ -74,8 +73,18 @@ def test_crossover_is_where_the_isolate_line_meets_the_shared_one():
 
 
 def _points(peaks: dict[int, float]) -> dict:
-    return {str(n): {"peak_mb": v, "mean_mb": v, "samples": 6, "instances": 1, "in_flight_mean": float(n),
-                     "invocations": 10, "failures": 0} for n, v in peaks.items()}
+    return {
+        str(n): {
+            "peak_mb": v,
+            "mean_mb": v,
+            "samples": 6,
+            "instances": 1,
+            "in_flight_mean": float(n),
+            "invocations": 10,
+            "failures": 0,
+        }
+        for n, v in peaks.items()
+    }
 
 
 # The final run on main (Node.js sharing modes merged), default settings, memalloc, PSS peaks.
@@ -89,15 +98,27 @@ MEMALLOC = {
 def test_function_entry_ratio_at_8_crossover_and_targets():
     entry = memory.function_entry({m: {"points": _points(p)} for m, p in MEMALLOC.items()})
     fits = {m: e["fit"] for m, e in entry["modes"].items()}
-    assert (fits["process"]["increment_mb"], fits["shared"]["increment_mb"], fits["isolate"]["increment_mb"]) == (54, 1, 34)
-    assert fits["isolate"]["base_mb"] == pytest.approx(129.801)   # the n=8 point sets the bound
-    assert entry["isolate_over_process_at_8"] == {"measured": pytest.approx(367.801 / 459.523, abs=1e-4),
-                                                  "fitted": pytest.approx(0.7532, abs=1e-4)}
+    assert (fits["process"]["increment_mb"], fits["shared"]["increment_mb"], fits["isolate"]["increment_mb"]) == (
+        54,
+        1,
+        34,
+    )
+    assert fits["isolate"]["base_mb"] == pytest.approx(129.801)  # the n=8 point sets the bound
+    assert entry["isolate_over_process_at_8"] == {
+        "measured": pytest.approx(367.801 / 459.523, abs=1e-4),
+        "fitted": pytest.approx(0.7532, abs=1e-4),
+    }
     # Isolate is never cheaper than shared past one activation: one heap against one per isolate.
     assert entry["crossover"] == {"fitted": 1, "measured": 2}
     summary = memory.summary("pss", [1, 2, 4, 8, 16], {"memalloc": entry})
-    assert summary["targets"] == [{"function": "memalloc", "target": "isolate/process memory at n=8 <= 0.6",
-                                   "value": pytest.approx(0.8004, abs=1e-4), "met": False}]
+    assert summary["targets"] == [
+        {
+            "function": "memalloc",
+            "target": "isolate/process memory at n=8 <= 0.6",
+            "value": pytest.approx(0.8004, abs=1e-4),
+            "met": False,
+        }
+    ]
     json.dumps(summary)
 
 
@@ -111,8 +132,9 @@ def test_level_point_takes_peak_and_mean_of_the_samples_in_mib():
 
 
 def test_render_writes_the_tables_and_the_plot(tmp_path):
-    entry = memory.function_entry({"process": {"points": _points(FFT_PROCESS)},
-                                   "isolate": {"points": _points(FFT_ISOLATE)}})
+    entry = memory.function_entry(
+        {"process": {"points": _points(FFT_PROCESS)}, "isolate": {"points": _points(FFT_ISOLATE)}}
+    )
     files = memory_render.render(tmp_path, memory.summary("pss", [1, 2], {"fft": entry}))
     assert [f.name for f in files] == ["isolates-memory.md", "isolates_memory.png"]
     assert "| fft | process | 79.2 |" in (tmp_path / "isolates-memory.md").read_text()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from icebox_bench.isolates_eval import latency, latency_render
 
 P99 = {
@@ -21,18 +20,42 @@ P50 = {
     "isolate": {"1": 7.99, "2": 13.01, "4": 26.426, "8": 49.104},
 }
 # The start phase's instance /stats (idle node: ten fresh starts after reclaims, ten pool starts).
-STATS = {"runtime": "nodejs", "sharing": {"mode": "isolate", "capacity": 2, "in_flight": 0, "isolates": {
-    "live": 1, "busy": 0, "idle": 1, "created": 11, "torn_down": 10, "crashed": 0, "timed_out": 0, "pool_target": 1,
-    "start_ms": {"pool_last": 0.225, "fresh_last": 28.527, "fresh_median": 27.243, "pool_median": 0.201}}}}
+STATS = {
+    "runtime": "nodejs",
+    "sharing": {
+        "mode": "isolate",
+        "capacity": 2,
+        "in_flight": 0,
+        "isolates": {
+            "live": 1,
+            "busy": 0,
+            "idle": 1,
+            "created": 11,
+            "torn_down": 10,
+            "crashed": 0,
+            "timed_out": 0,
+            "pool_target": 1,
+            "start_ms": {"pool_last": 0.225, "fresh_last": 28.527, "fresh_median": 27.243, "pool_median": 0.201},
+        },
+    },
+}
 # Teardown: RSS of the instance reclaimed, with an isolate holding 64 MiB of arrays, after.
 RSS = (51998720, 139542528, 52314112)
 
 
 def _modes() -> dict:
-    return {m: {n: {"count": 100, "failures": 0, "latency_ms": {"p50": P50[m][n], "p90": None, "p99": P99[m][n],
-                                                                  "max": None},
-                    "duration_ms": {"p50": None, "p90": None, "p99": None, "max": None}} for n in P99[m]}
-            for m in P99}
+    return {
+        m: {
+            n: {
+                "count": 100,
+                "failures": 0,
+                "latency_ms": {"p50": P50[m][n], "p90": None, "p99": P99[m][n], "max": None},
+                "duration_ms": {"p50": None, "p90": None, "p99": None, "max": None},
+            }
+            for n in P99[m]
+        }
+        for m in P99
+    }
 
 
 def test_p99_gain_of_isolate_over_shared_per_level():
@@ -67,9 +90,11 @@ def test_targets_met_and_missed_as_measured():
 
 
 def test_level_entry_counts_failures_apart():
-    records = [{"status": "success", "latency_ms": 5.852, "duration_ms": 5.0},
-               {"status": "success", "latency_ms": 16.177, "duration_ms": 11.0},
-               {"status": "application_error", "latency_ms": 1.0}]
+    records = [
+        {"status": "success", "latency_ms": 5.852, "duration_ms": 5.0},
+        {"status": "success", "latency_ms": 16.177, "duration_ms": 11.0},
+        {"status": "application_error", "latency_ms": 1.0},
+    ]
     e = latency.level_entry(records)
     assert e["count"] == 2 and e["failures"] == 1 and e["latency_ms"]["max"] == 16.177
 

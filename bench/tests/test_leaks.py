@@ -41,7 +41,10 @@ def test_cgroup_dirs_in_v2_and_v1_layouts(tmp_path):
     (tmp_path / "icebox-ab12").mkdir()
     (tmp_path / "memory" / "icebox-ab12").mkdir(parents=True)
     (tmp_path / "pids" / "icebox-ab123").mkdir(parents=True)
-    assert leaks.cgroup_dirs("ab12", tmp_path) == [str(tmp_path / "icebox-ab12"), str(tmp_path / "memory" / "icebox-ab12")]
+    assert leaks.cgroup_dirs("ab12", tmp_path) == [
+        str(tmp_path / "icebox-ab12"),
+        str(tmp_path / "memory" / "icebox-ab12"),
+    ]
 
 
 def test_a_process_naming_the_state_dir_is_found_and_nothing_else(tmp_path):

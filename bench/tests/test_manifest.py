@@ -8,7 +8,6 @@ import json
 import zipfile
 
 import pytest
-
 from icebox_bench import manifest
 from icebox_bench.archive import exec_body, zip_directory
 from icebox_bench.deploy import action_body

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from icebox_bench.mapping import MappingError, map_functions, nearest_by_duration, pair_by_duration, round_robin
 
 TRACE = [f"t{i:02d}" for i in range(20)]

@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 from aiohttp import web
-
 from icebox_bench.client import DaemonUnreachable, IceboxClient
 from icebox_bench.daemon import free_port
 from icebox_bench.openloop import OpenLoop
@@ -18,10 +17,20 @@ AUTH = "u:k"
 
 
 def _record(name: str, code: int) -> dict:
-    return {"activationId": f"{name}-id", "statusCode": code, "start": 1, "end": 2, "duration": 1,
-            "response": {"status": "x", "statusCode": code, "success": code == 0,
-                         "result": {"error": "boom"} if code else {}},
-            "annotations": [{"key": "icebox.start", "value": "warm"}, {"key": "icebox.instance", "value": "i-1"}]}
+    return {
+        "activationId": f"{name}-id",
+        "statusCode": code,
+        "start": 1,
+        "end": 2,
+        "duration": 1,
+        "response": {
+            "status": "x",
+            "statusCode": code,
+            "success": code == 0,
+            "result": {"error": "boom"} if code else {},
+        },
+        "annotations": [{"key": "icebox.start", "value": "warm"}, {"key": "icebox.instance", "value": "i-1"}],
+    }
 
 
 async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
@@ -56,7 +65,9 @@ def test_sends_never_wait_for_answers(tmp_path):
         try:
             async with IceboxClient(url, AUTH) as client:
                 run = RunDir(tmp_path / "run")
-                driver = OpenLoop(client, uniform(500.0, n / 500.0, ["f"]), run.jsonl("invocations.jsonl"), log=lambda m: None)
+                driver = OpenLoop(
+                    client, uniform(500.0, n / 500.0, ["f"]), run.jsonl("invocations.jsonl"), log=lambda m: None
+                )
                 result = await asyncio.wait_for(driver.run(), timeout=30)
                 run.close()
         finally:
@@ -108,8 +119,9 @@ def test_unreachable_daemon_aborts_and_accounts_for_everything(tmp_path):
     async def scenario():
         async with IceboxClient(f"http://127.0.0.1:{port}", AUTH) as client:
             run = RunDir(tmp_path / "run")
-            result = await OpenLoop(client, uniform(100.0, 2.0, ["f"]), run.jsonl("invocations.jsonl"),
-                                    log=lambda m: None).run()
+            result = await OpenLoop(
+                client, uniform(100.0, 2.0, ["f"]), run.jsonl("invocations.jsonl"), log=lambda m: None
+            ).run()
             run.close()
             return result
 
@@ -154,8 +166,9 @@ def test_interrupted_run_accounts_for_every_scheduled_invocation(tmp_path):
         try:
             async with IceboxClient(url, AUTH) as client:
                 run = RunDir(tmp_path / "run")
-                driver = OpenLoop(client, uniform(50.0, n / 50.0, ["f"]), run.jsonl("invocations.jsonl"),
-                                  log=lambda m: None)
+                driver = OpenLoop(
+                    client, uniform(50.0, n / 50.0, ["f"]), run.jsonl("invocations.jsonl"), log=lambda m: None
+                )
                 task = asyncio.create_task(driver.run())
                 await asyncio.wait_for(five_in.wait(), timeout=30)
                 task.cancel()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench import recipes
 from icebox_bench.commands.run_cmd import recipe_parser
 

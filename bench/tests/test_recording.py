@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench.events import SseParser
 from icebox_bench.recorder import RunDir, read_jsonl
 
@@ -28,8 +27,20 @@ def test_run_dir_refuses_to_mix_runs(tmp_path):
 
 def test_sse_parser():
     parser = SseParser()
-    lines = [": keep-alive", "", "id: 41", "event: lifecycle", 'data: {"seq":41}', "",
-             "data: line one", "data: line two", "", "event: lagged", "data: 3", ""]
+    lines = [
+        ": keep-alive",
+        "",
+        "id: 41",
+        "event: lifecycle",
+        'data: {"seq":41}',
+        "",
+        "data: line one",
+        "data: line two",
+        "",
+        "event: lagged",
+        "data: 3",
+        "",
+    ]
     messages = [m for m in (parser.feed(line) for line in lines) if m]
     assert messages == [
         {"event": "lifecycle", "id": "41", "data": '{"seq":41}'},

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from icebox_bench.report import compute, load_run, write_report
 from icebox_bench.units import GIB, MIB
 
@@ -14,15 +13,28 @@ T0 = 1_700_000_000_000.0  # ms
 
 def _inv(seq, offset_s, latency_ms, kind, status="success", function="f", warmup=False):
     start = T0 + offset_s * 1000.0
-    return {"seq": seq, "function": function, "warmup": warmup, "scheduled_ms": start, "start_ms": start,
-            "end_ms": start + latency_ms, "latency_ms": latency_ms, "start_kind": kind, "status": status,
-            "lag_ms": 0.5}
+    return {
+        "seq": seq,
+        "function": function,
+        "warmup": warmup,
+        "scheduled_ms": start,
+        "start_ms": start,
+        "end_ms": start + latency_ms,
+        "latency_ms": latency_ms,
+        "start_kind": kind,
+        "status": status,
+        "lag_ms": 0.5,
+    }
 
 
 def _sample(t_s, rows):
-    return {"t_ms": T0 + t_s * 1000.0,
-            "instances": [{"id": i, "state": state, "uss": uss, "pss": uss, "rss": uss, "swap": 0}
-                          for i, (state, uss) in enumerate(rows)]}
+    return {
+        "t_ms": T0 + t_s * 1000.0,
+        "instances": [
+            {"id": i, "state": state, "uss": uss, "pss": uss, "rss": uss, "swap": 0}
+            for i, (state, uss) in enumerate(rows)
+        ],
+    }
 
 
 @pytest.fixture
@@ -30,14 +42,14 @@ def run_dir(tmp_path):
     d = tmp_path / "baseline"
     d.mkdir()
     invocations = [
-        _inv(0, -5.0, 999.0, "cold", warmup=True),          # warm-up: ignored everywhere
+        _inv(0, -5.0, 999.0, "cold", warmup=True),  # warm-up: ignored everywhere
         _inv(1, 0.0, 100.0, "cold"),
         _inv(2, 1.0, 10.0, "warm"),
         _inv(3, 2.0, 20.0, "warm", function="g"),
         _inv(4, 3.0, 30.0, "warm"),
         _inv(5, 9.9, 5.0, None, status="rejected"),
     ]
-    (d / "invocations.jsonl").write_text("\n".join(json.dumps(r) for r in invocations) + "\n{\"torn")
+    (d / "invocations.jsonl").write_text("\n".join(json.dumps(r) for r in invocations) + '\n{"torn')
     samples = [
         _sample(0.0, [("running", 100 * MIB)]),
         _sample(5.0, [("idle", 200 * MIB), ("frozen", 100 * MIB)]),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench.schedule import Timeline, build, uniform
 from icebox_bench.traces.model import TraceInvocation
 
@@ -29,7 +28,11 @@ def test_build_orders_maps_and_flags_warmup():
     invocations = [TraceInvocation(t, f) for t, f in [(0.0, "x"), (5.0, "y"), (10.0, "x"), (20.0, "z"), (30.0, "x")]]
     sched = build(invocations, {"x": "a", "y": "b"}, Timeline(origin_s=0.0, scale=2.0, warmup_s=3.0))
     assert [(s.seq, s.offset_s, s.function, s.warmup) for s in sched.items] == [
-        (0, 0.0, "a", True), (1, 2.5, "b", True), (2, 5.0, "a", False), (3, 15.0, "a", False)]
+        (0, 0.0, "a", True),
+        (1, 2.5, "b", True),
+        (2, 5.0, "a", False),
+        (3, 15.0, "a", False),
+    ]
     assert sched.dropped == {"unmapped_trace_function": 1, "outside_timeline": 0}
     assert len(sched.measured) == 2
 

@@ -7,7 +7,6 @@ import csv
 import json
 
 import pytest
-
 from icebox_bench import stats
 from icebox_bench.isolates_eval import sim_run, sim_validate
 from icebox_bench.traces import Window, open_trace
@@ -57,7 +56,9 @@ def test_events_are_in_replay_time_with_the_profile_duration(tmp_path):
     assert actions == {"a": ("sv000.filehash", "filehash"), "b": ("sv001.memalloc", "memalloc")}
     rows = sim_validate.events(invs, actions, origin_s=600.0, speed=2.0, warm_ms={"filehash": 12.5, "memalloc": 30.0})
     assert [(e["time_ms"], e["function"], e["duration_ms"]) for e in rows] == [
-        (15000.0, "sv000.filehash", 12.5), (30000.0, "sv001.memalloc", 30.0)]
+        (15000.0, "sv000.filehash", 12.5),
+        (30000.0, "sv001.memalloc", 30.0),
+    ]
     path = sim_validate.write_events_csv(tmp_path / "events.csv", rows)
     with open(path) as f:
         assert next(csv.reader(f)) == ["time_ms", "function", "duration_ms"]
@@ -74,7 +75,9 @@ def test_step_mean_holds_each_sample_until_the_next():
 
 
 def test_compare_gives_relative_differences_and_targets():
-    out = sim_validate.compare({"cold_starts": 40, "avg_memory_mb": 1000.0}, {"cold_starts": 43, "avg_memory_mb": 1200.0})
+    out = sim_validate.compare(
+        {"cold_starts": 40, "avg_memory_mb": 1000.0}, {"cold_starts": 43, "avg_memory_mb": 1200.0}
+    )
     assert out["difference"] == {"cold_starts": 0.075, "avg_memory_mb": 0.2}
     assert [t["met"] for t in out["targets"]] == [True, False]
     assert sim_validate.compare({"cold_starts": 40}, None)["targets"] == []
@@ -82,25 +85,39 @@ def test_compare_gives_relative_differences_and_targets():
 
 def test_read_sim_averages_the_timeline_over_the_horizon(tmp_path):
     # The layout icebox-sim writes (crates/icebox-sim/src/output.rs).
-    (tmp_path / "summary.json").write_text(json.dumps({"tool": "icebox-sim", "events_per_s": 1e7,
-                                                       "runs": [{"label": "x", "metrics": {"cold_starts": 7}}]}))
-    (tmp_path / "timeline.csv").write_text("run,second,memory_mib,active_mib,instances,busy_instances,queued\n"
-                                           "x,0,100.0,0.0,1,0,0\nx,1,300.0,50.0,2,1,0\n")
+    (tmp_path / "summary.json").write_text(
+        json.dumps({"tool": "icebox-sim", "events_per_s": 1e7, "runs": [{"label": "x", "metrics": {"cold_starts": 7}}]})
+    )
+    (tmp_path / "timeline.csv").write_text(
+        "run,second,memory_mib,active_mib,instances,busy_instances,queued\nx,0,100.0,0.0,1,0,0\nx,1,300.0,50.0,2,1,0\n"
+    )
     got = sim_run.read_sim(tmp_path, horizon_ms=2000.0)
     assert got["cold_starts"] == 7 and got["avg_memory_mb"] == 200.0 and got["events_per_s"] == 1e7
 
 
 def test_sim_argv_follows_the_spec_cli(tmp_path):
-    argv = sim_run.sim_argv(tmp_path / "icebox-sim", tmp_path / "e.csv", tmp_path / "p.json", tmp_path / "out",
-                            node_memory="8GiB", keepalive_s=300, sharing="process", concurrency=1)
+    argv = sim_run.sim_argv(
+        tmp_path / "icebox-sim",
+        tmp_path / "e.csv",
+        tmp_path / "p.json",
+        tmp_path / "out",
+        node_memory="8GiB",
+        keepalive_s=300,
+        sharing="process",
+        concurrency=1,
+    )
     assert argv[1:5] == ["--trace", f"events:{tmp_path / 'e.csv'}", "--profiles", str(tmp_path / "p.json")]
     assert argv[5:9] == ["--mapping", "round-robin", "--nodes", "1"]
     assert "--keepalive" in argv and "ttl:300s" in argv
 
 
 def test_actions_sort_in_the_order_the_simulator_meets_them():
-    invs = [TraceInvocation(5.0, "late"), TraceInvocation(1.0, "early"), TraceInvocation(3.0, "mid"),
-            TraceInvocation(0.5, "unkept")]
+    invs = [
+        TraceInvocation(5.0, "late"),
+        TraceInvocation(1.0, "early"),
+        TraceInvocation(3.0, "mid"),
+        TraceInvocation(0.5, "unkept"),
+    ]
     order = sim_validate.by_first_appearance(invs, ["late", "mid", "early"])
     assert order == ["early", "mid", "late"]
     actions = sim_validate.assign_actions(order, ["filehash", "image"])
@@ -123,9 +140,20 @@ CURVES = {"memalloc": [26.955, 28.967, 33.002, 38.941], "image": [13.346, 19.066
 
 
 def test_each_action_gets_the_idle_memory_of_its_invocation_count():
-    profile = {"version": 1, "source": "run", "functions": {
-        f: {"cold_start_ms": 80.0, "warm_ms": 9.0, "sharing": {"process": {"base_mb": 30.0, "increment_mb": 15.0}},
-            "idle_mb": {"none": 30.0, "desiccant": 7.0}, "runs": 2} for f in CURVES}}
+    profile = {
+        "version": 1,
+        "source": "run",
+        "functions": {
+            f: {
+                "cold_start_ms": 80.0,
+                "warm_ms": 9.0,
+                "sharing": {"process": {"base_mb": 30.0, "increment_mb": 15.0}},
+                "idle_mb": {"none": 30.0, "desiccant": 7.0},
+                "runs": 2,
+            }
+            for f in CURVES
+        },
+    }
     actions = {"a": ("sv000.memalloc", "memalloc"), "b": ("sv001.image", "image"), "c": ("sv002.memalloc", "memalloc")}
     out = sim_validate.sim_profiles(profile, actions, counts={"a": 1, "b": 3, "c": 9}, idle_curves=CURVES)
     f = out["functions"]

@@ -10,7 +10,6 @@ import json
 import os
 
 import pytest
-
 from icebox_bench.recipes import get as get_recipe
 from icebox_bench.snapshot_eval import analysis, functions, locate, pagecache, render
 from icebox_bench.snapshot_eval.run import START, action_name, invocation_line, schedule, subject_body
@@ -18,16 +17,47 @@ from icebox_bench.snapshot_eval.run import START, action_name, invocation_line, 
 MIB = 1 << 20
 
 
-def sample(mode: str, variant: str, latency: float, *, uss_mib: float = 60.0, init: int = 50, duration: int = 5,
-           resident: int = 0, pages: int = 1000, pager: dict | None = None, function: str = "web_server") -> dict:
-    s = {"function": function, "mode": mode, "variant": variant, "status": "success", "start_kind": "cold",
-         "restore": None if mode == START else mode, "instance": f"sr-{function}-{mode}-x", "latency_ms": latency,
-         "init_ms": init, "duration_ms": duration, "wait_ms": init + 1, "uss": uss_mib * MIB, "pss": uss_mib * MIB,
-         "rss": (uss_mib + 10) * MIB, "round": 0}
+def sample(
+    mode: str,
+    variant: str,
+    latency: float,
+    *,
+    uss_mib: float = 60.0,
+    init: int = 50,
+    duration: int = 5,
+    resident: int = 0,
+    pages: int = 1000,
+    pager: dict | None = None,
+    function: str = "web_server",
+) -> dict:
+    s = {
+        "function": function,
+        "mode": mode,
+        "variant": variant,
+        "status": "success",
+        "start_kind": "cold",
+        "restore": None if mode == START else mode,
+        "instance": f"sr-{function}-{mode}-x",
+        "latency_ms": latency,
+        "init_ms": init,
+        "duration_ms": duration,
+        "wait_ms": init + 1,
+        "uss": uss_mib * MIB,
+        "pss": uss_mib * MIB,
+        "rss": (uss_mib + 10) * MIB,
+        "round": 0,
+    }
     if mode != START:
-        s.update(resident_pages=resident, snapshot_pages=pages,
-                 restore_stats={"mode": mode, "restore_ms": init, "criu_ms": init - 10,
-                                **({"pager": pager} if pager else {})})
+        s.update(
+            resident_pages=resident,
+            snapshot_pages=pages,
+            restore_stats={
+                "mode": mode,
+                "restore_ms": init,
+                "criu_ms": init - 10,
+                **({"pager": pager} if pager else {}),
+            },
+        )
     return s
 
 
@@ -37,8 +67,15 @@ def web_server_samples() -> list[dict]:
         out.append(sample("lazy", "cold", lat, uss_mib=112))
     for lat in (250.0, 255.0, 262.0):
         out.append(sample("lazy", "cached", lat, uss_mib=112, resident=1000))
-    pager = {"faults": 466, "fault_pages": 500, "zero_pages": 20, "loader_pages": 8296, "bytes_read": 36 * MIB,
-             "loader_ms": 34.0, "pending_pages": 20462}
+    pager = {
+        "faults": 466,
+        "fault_pages": 500,
+        "zero_pages": 20,
+        "loader_pages": 8296,
+        "bytes_read": 36 * MIB,
+        "loader_ms": 34.0,
+        "pending_pages": 20462,
+    }
     for lat in (89.0, 95.0, 120.0):
         out.append(sample("faasnap", "cold", lat, uss_mib=40, pager=pager))
     for lat in (70.0, 74.0, 80.0):
@@ -49,9 +86,13 @@ def web_server_samples() -> list[dict]:
 
 
 def test_cell_takes_medians_and_the_resident_share():
-    c = analysis.cell([sample("faasnap", "cached", 70.0, resident=1000, init=40),
-                       sample("faasnap", "cached", 80.0, resident=990, init=44),
-                       sample("faasnap", "cached", 74.0, resident=980, init=50)])
+    c = analysis.cell(
+        [
+            sample("faasnap", "cached", 70.0, resident=1000, init=40),
+            sample("faasnap", "cached", 80.0, resident=990, init=44),
+            sample("faasnap", "cached", 74.0, resident=980, init=50),
+        ]
+    )
     assert c["n"] == 3
     assert c["latency_ms"] == {"p50": 74.0, "min": 70.0, "max": 80.0}
     assert c["restore_ms"] == 44.0 and c["criu_ms"] == 34.0
@@ -61,9 +102,18 @@ def test_cell_takes_medians_and_the_resident_share():
 
 
 def test_pager_medians_come_from_restore_stats():
-    p = {"faults": 10, "fault_pages": 12, "zero_pages": 2, "loader_pages": 100, "bytes_read": 4096, "loader_ms": 3.0,
-         "pending_pages": 5}
-    c = analysis.cell([sample("faasnap", "cold", 50.0, pager=p), sample("faasnap", "cold", 52.0, pager={**p, "faults": 30})])
+    p = {
+        "faults": 10,
+        "fault_pages": 12,
+        "zero_pages": 2,
+        "loader_pages": 100,
+        "bytes_read": 4096,
+        "loader_ms": 3.0,
+        "pending_pages": 5,
+    }
+    c = analysis.cell(
+        [sample("faasnap", "cold", 50.0, pager=p), sample("faasnap", "cold", 52.0, pager={**p, "faults": 30})]
+    )
     assert c["pager"]["faults"] == 20.0 and c["pager"]["loader_pages"] == 100.0
 
 
@@ -81,8 +131,11 @@ def test_ratios_and_targets_of_a_large_working_set_function():
 
 
 def test_target_missed_when_faasnap_gains_little():
-    samples = [sample("lazy", "cold", 50.0, function="hello"), sample("faasnap", "cold", 45.0, function="hello"),
-               sample(START, "-", 80.0, function="hello")]
+    samples = [
+        sample("lazy", "cold", 50.0, function="hello"),
+        sample("faasnap", "cold", 45.0, function="hello"),
+        sample(START, "-", 80.0, function="hello"),
+    ]
     s = analysis.summary({"repetitions": 1}, {"hello": samples})
     [t] = s["targets"]
     assert not t["met"] and t["value"] == pytest.approx(50 / 45, abs=1e-3)
@@ -101,8 +154,9 @@ def test_schedule_rotates_every_cell_once_per_round():
     rounds = schedule(["lazy", "faasnap"], ["cold", "cached"], 3)
     assert len(rounds) == 3
     for order in rounds:
-        assert sorted(order) == sorted([("lazy", "cold"), ("lazy", "cached"), ("faasnap", "cold"),
-                                        ("faasnap", "cached"), (START, "-")])
+        assert sorted(order) == sorted(
+            [("lazy", "cold"), ("lazy", "cached"), ("faasnap", "cold"), ("faasnap", "cached"), (START, "-")]
+        )
     assert rounds[0][0] == ("lazy", "cold") and rounds[1][0] == ("lazy", "cached")
     assert rounds[1][-1] == ("lazy", "cold")
 
@@ -177,8 +231,11 @@ def test_page_cache_drop_and_load_of_these_files_only(tmp_path):
 
 
 def test_render_writes_the_tables_and_the_plot(tmp_path):
-    s = analysis.summary({"repetitions": 3}, {"web_server": web_server_samples()},
-                         {"web_server": {"faasnap": {"disk_bytes": 60 * MIB, "loading_set": {"loading_set_pages": 9000}}}})
+    s = analysis.summary(
+        {"repetitions": 3},
+        {"web_server": web_server_samples()},
+        {"web_server": {"faasnap": {"disk_bytes": 60 * MIB, "loading_set": {"loading_set_pages": 9000}}}},
+    )
     files = render.render(tmp_path, s)
     assert [f.name for f in files] == ["snapshot-restore.md", "snapshot_restore.png"]
     text = files[0].read_text()
@@ -193,6 +250,15 @@ def test_recipe_is_registered_with_its_defaults():
     defaults = config["defaults"]
     assert defaults["repetitions"] >= 5
     assert set(defaults["modes"].split(",")) == {"eager", "lazy", "reap", "faasnap"}
-    for name in ("read-part", "web_server", "hello", "nodejs-hello", "java-hello", "json_dumps_loads", "pyaes",
-                 "image_processing", "chameleon"):
+    for name in (
+        "read-part",
+        "web_server",
+        "hello",
+        "nodejs-hello",
+        "java-hello",
+        "json_dumps_loads",
+        "pyaes",
+        "image_processing",
+        "chameleon",
+    ):
         assert name in defaults["functions"].split(",")

@@ -8,19 +8,20 @@ import subprocess
 import sys
 
 import pytest
-
 from icebox_bench import procfs
 from icebox_bench.soak import killer
-from icebox_bench.soak.outcome import (CONNECTION_ERROR, DAEMON_FAILURE, INSTANCE_KILLED, OK, OTHER, TIMEOUT,
-                                       classify)
+from icebox_bench.soak.outcome import CONNECTION_ERROR, DAEMON_FAILURE, INSTANCE_KILLED, OK, OTHER, TIMEOUT, classify
 from icebox_bench.soak.report import render
 from icebox_bench.soak.run import SoakConfig, passed
 from icebox_bench.soak.tally import Gauge, Kills, Tally, latency_summary
 
 
 def record(status: str, result: dict, instance: str = "hello-1") -> dict:
-    return {"activationId": "a", "response": {"status": status, "success": status == "success", "result": result},
-            "annotations": [{"key": "kind", "value": "python:3"}, {"key": "icebox.instance", "value": instance}]}
+    return {
+        "activationId": "a",
+        "response": {"status": status, "success": status == "success", "result": result},
+        "annotations": [{"key": "kind", "value": "python:3"}, {"key": "icebox.instance", "value": instance}],
+    }
 
 
 KILLED = {"hello-1": "running", "sleep-2": "idle"}
@@ -31,7 +32,9 @@ def test_a_successful_activation_is_ok():
 
 
 def test_a_killed_instance_is_a_developer_error_not_a_daemon_failure():
-    died = record("action developer error", {"error": "The action did not produce a valid response and exited unexpectedly."})
+    died = record(
+        "action developer error", {"error": "The action did not produce a valid response and exited unexpectedly."}
+    )
     o = classify(502, died, killed=KILLED)
     assert (o.kind, o.category) == ("502 action developer error, instance killed while running", INSTANCE_KILLED)
     assert o.message.startswith("The action did not produce")
@@ -46,11 +49,14 @@ def test_a_developer_error_on_an_instance_the_soak_did_not_kill_is_not_excused()
     assert (o.kind, o.category) == ("502 action developer error, instance unknown", OTHER)
 
 
-@pytest.mark.parametrize("status, body, kind", [
-    (500, record("whisk internal error", {"error": "boom"}), "500 whisk internal error"),
-    (503, {"error": "shutting down"}, "503"),
-    (502, "<html>bad gateway</html>", "502"),  # a 502 without an activation is not the action's
-])
+@pytest.mark.parametrize(
+    "status, body, kind",
+    [
+        (500, record("whisk internal error", {"error": "boom"}), "500 whisk internal error"),
+        (503, {"error": "shutting down"}, "503"),
+        (502, "<html>bad gateway</html>", "502"),  # a 502 without an activation is not the action's
+    ],
+)
 def test_5xx_other_than_the_actions_502_is_a_daemon_failure(status, body, kind):
     o = classify(status, body)
     assert (o.kind, o.category) == (kind, DAEMON_FAILURE)
@@ -61,11 +67,14 @@ def test_no_answer_is_a_daemon_failure():
     assert classify(None, "ServerDisconnectedError", CONNECTION_ERROR).kind == "connection error"
 
 
-@pytest.mark.parametrize("status, body, kind", [
-    (429, {"error": "Too many requests"}, "429"),
-    (202, {"activationId": "a"}, "202"),
-    (502, record("application error", {"error": "bad mb"}), "502 application error"),
-])
+@pytest.mark.parametrize(
+    "status, body, kind",
+    [
+        (429, {"error": "Too many requests"}, "429"),
+        (202, {"activationId": "a"}, "202"),
+        (502, record("application error", {"error": "bad mb"}), "502 application error"),
+    ],
+)
 def test_throttling_slow_answers_and_application_errors_are_other(status, body, kind):
     o = classify(status, body)
     assert (o.kind, o.category) == (kind, OTHER)
@@ -76,13 +85,20 @@ def test_tally_counts_by_kind_category_and_action_with_a_few_examples():
     for i in range(5):
         t.add("hello", classify(200, record("success", {})), 0.010 + i * 0.001)
     for i in range(4):
-        t.add("sleep", classify(502, record("action developer error", {"error": f"died {i}"}, "sleep-2"), killed=KILLED), 0.100)
+        t.add(
+            "sleep",
+            classify(502, record("action developer error", {"error": f"died {i}"}, "sleep-2"), killed=KILLED),
+            0.100,
+        )
     t.add("hello", classify(None, "reset", CONNECTION_ERROR), 1.0)
     s = t.summary(load_seconds=2.0)
     assert s["requests"] == 10 and s["throughput_rps"] == 5.0
     assert s["by_category"] == {OK: 5, INSTANCE_KILLED: 4, DAEMON_FAILURE: 1, OTHER: 0}
     assert [(k["kind"], k["count"]) for k in s["by_kind"]] == [
-        ("200 success", 5), ("502 action developer error, instance killed while idle", 4), ("connection error", 1)]
+        ("200 success", 5),
+        ("502 action developer error, instance killed while idle", 4),
+        ("connection error", 1),
+    ]
     assert s["by_kind"][1]["examples"] == ["died 0", "died 1", "died 2"]
     assert s["by_action"] == {"hello": {DAEMON_FAILURE: 1, OK: 5}, "sleep": {INSTANCE_KILLED: 4}}
     assert s["ok_latency_ms"]["p50"] == 12.0 and s["ok_latency_ms"]["n"] == 5
@@ -106,13 +122,20 @@ def test_gauge_and_kills():
     k.record("b", "idle")
     k.record("a", "frozen")
     k.skipped["no instance"] += 1
-    assert k.as_dict() == {"total": 3, "by_state": {"frozen": 1, "idle": 1, "running": 1}, "skipped": {"no instance": 1}}
+    assert k.as_dict() == {
+        "total": 3,
+        "by_state": {"frozen": 1, "idle": 1, "running": 1},
+        "skipped": {"no instance": 1},
+    }
     assert k.instances == {"a": "running", "b": "idle"}
 
 
 def test_victims_come_only_from_listed_pids():
-    views = [{"id": "a", "state": "idle", "pids": []}, {"id": "b", "state": "running", "pids": [11, 12]},
-             {"id": "c", "state": "frozen", "pids": [13]}]
+    views = [
+        {"id": "a", "state": "idle", "pids": []},
+        {"id": "b", "state": "running", "pids": [11, 12]},
+        {"id": "c", "state": "frozen", "pids": [13]},
+    ]
     rng = random.Random(7)
     picked = {killer.choose_victim(views, rng) for _ in range(50)}
     assert {(v.instance, v.pid) for v in picked} == {("b", 11), ("b", 12), ("c", 13)}
@@ -143,8 +166,17 @@ def test_stat_fields_survive_a_command_with_parentheses_and_spaces():
     assert (fields[0], fields[1], fields[11], fields[12], fields[19]) == ("S", "7", "5", "6", "4242")
 
 
-@pytest.mark.parametrize("kw", [{"clients": 0}, {"duration_s": 0}, {"duration_s": 7200}, {"kill_interval_s": 0.01},
-                                {"request_timeout_s": 0}, {"max_requests": 0}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"clients": 0},
+        {"duration_s": 0},
+        {"duration_s": 7200},
+        {"kill_interval_s": 0.01},
+        {"request_timeout_s": 0},
+        {"max_requests": 0},
+    ],
+)
 def test_flags_are_bounded(kw):
     with pytest.raises(ValueError):
         SoakConfig(**kw).validate()
@@ -159,14 +191,23 @@ def _result(**over) -> dict:
         "started_utc": "2026-01-01T00:00:00Z",
         "config": {"clients": 2, "duration_s": 1.0, "kill_interval_s": 1.0},
         "daemon": {"isolation": "crun", "cgroup": "v1", "died_during_run": False},
-        "interrupted": False, "error": None, "load_seconds": 1.0, **t.summary(1.0),
+        "interrupted": False,
+        "error": None,
+        "load_seconds": 1.0,
+        **t.summary(1.0),
         "kills": Kills().as_dict(),
         "daemon_rss_bytes": {"before": 10 << 20, "after": 11 << 20, "peak": 12 << 20, "samples": 3},
         "daemon_fds": {"before": 50, "after": 52, "peak": 90, "samples": 3},
         "instances_after_load": 3,
-        "after_stop": {"stop_seconds": 0.5, "instance_processes_checked": 6, "leaked_pids": [],
-                       "leftover_processes": [], "cgroup_tag": "abcd0123", "cgroup_dirs_seen_during_run": True,
-                       "cgroup_dirs_left": []},
+        "after_stop": {
+            "stop_seconds": 0.5,
+            "instance_processes_checked": 6,
+            "leaked_pids": [],
+            "leftover_processes": [],
+            "cgroup_tag": "abcd0123",
+            "cgroup_dirs_seen_during_run": True,
+            "cgroup_dirs_left": [],
+        },
     }
     result.update(over)
     return result
@@ -193,17 +234,24 @@ def test_daemon_counters_are_differences_between_scrapes():
     from icebox_bench.promtext import parse_metrics
     from icebox_bench.soak.tally import daemon_counters
 
-    before = parse_metrics('icebox_invocations_total{start="warm",status="success"} 5\n'
-                           'icebox_invocations_total{start="cold",status="success"} 2\n'
-                           'icebox_rejected_total 1\n')
-    after = parse_metrics('icebox_invocations_total{start="warm",status="success"} 105\n'
-                          'icebox_invocations_total{start="cold",status="success"} 12\n'
-                          'icebox_invocations_total{status="developer_error",start="cold"} 3\n'
-                          'icebox_invocations_total{start="prewarm",status="success"} 0\n'
-                          'icebox_evictions_total{reason="error"} 7\n'
-                          'icebox_rejected_total 1\n')
-    assert daemon_counters(before, after) == {"invocations_by_start": {"cold": 13, "warm": 100},
-                                              "evictions_by_reason": {"error": 7}, "rejected": 0}
+    before = parse_metrics(
+        'icebox_invocations_total{start="warm",status="success"} 5\n'
+        'icebox_invocations_total{start="cold",status="success"} 2\n'
+        "icebox_rejected_total 1\n"
+    )
+    after = parse_metrics(
+        'icebox_invocations_total{start="warm",status="success"} 105\n'
+        'icebox_invocations_total{start="cold",status="success"} 12\n'
+        'icebox_invocations_total{status="developer_error",start="cold"} 3\n'
+        'icebox_invocations_total{start="prewarm",status="success"} 0\n'
+        'icebox_evictions_total{reason="error"} 7\n'
+        "icebox_rejected_total 1\n"
+    )
+    assert daemon_counters(before, after) == {
+        "invocations_by_start": {"cold": 13, "warm": 100},
+        "evictions_by_reason": {"error": 7},
+        "rejected": 0,
+    }
 
 
 def test_an_interrupt_stops_the_load_even_when_a_client_swallows_its_cancellation():

@@ -6,20 +6,46 @@ import json
 import math
 
 import pytest
-
 from icebox_bench.recipes.squeezy_fig5 import example_args
 from icebox_bench.squeezy_eval import fig5, fig5_render
 
 
-def line(series: str, size: int, live: int, unplug: float, *, migrated: int = 0, outcome: str = "released",
-         partitions: int = 4) -> dict:
+def line(
+    series: str,
+    size: int,
+    live: int,
+    unplug: float,
+    *,
+    migrated: int = 0,
+    outcome: str = "released",
+    partitions: int = 4,
+) -> dict:
     mode, zeroing = fig5.SERIES[series]
-    return {"series": series, "mode": mode, "size_mib": size, "partitions": partitions, "live_neighbours": live,
-            "fullness": (live + 1) / partitions, "repetition": 0, "fill_mib": int(size * 0.8), "fill_s": 3.0,
-            "destroy_ms": unplug + 50, "block_mib": 2,
-            "guest_zeroing": zeroing if zeroing is not None else mode != "squeezy", "accel": "Tcg",
-            "report": {"unplug_ms": unplug, "drain_ms": 5.0, "stop_ms": 20.0, "pages_migrated": migrated,
-                       "migrate_failures": 0, "residue_bytes": 0, "outcome": outcome, "neighbours": live}}
+    return {
+        "series": series,
+        "mode": mode,
+        "size_mib": size,
+        "partitions": partitions,
+        "live_neighbours": live,
+        "fullness": (live + 1) / partitions,
+        "repetition": 0,
+        "fill_mib": int(size * 0.8),
+        "fill_s": 3.0,
+        "destroy_ms": unplug + 50,
+        "block_mib": 2,
+        "guest_zeroing": zeroing if zeroing is not None else mode != "squeezy",
+        "accel": "Tcg",
+        "report": {
+            "unplug_ms": unplug,
+            "drain_ms": 5.0,
+            "stop_ms": 20.0,
+            "pages_migrated": migrated,
+            "migrate_failures": 0,
+            "residue_bytes": 0,
+            "outcome": outcome,
+            "neighbours": live,
+        },
+    }
 
 
 def samples() -> list[dict]:
@@ -60,8 +86,10 @@ def test_ratios_per_size_and_overall():
 
 def test_targets_missed_and_failures_kept():
     data = [x for x in samples() if x["size_mib"] == 512]
-    data = [line("squeezy", 512, 3, 100.0, migrated=12) if (x["series"], x["live_neighbours"]) == ("squeezy", 3)
-            else x for x in data]
+    data = [
+        line("squeezy", 512, 3, 100.0, migrated=12) if (x["series"], x["live_neighbours"]) == ("squeezy", 3) else x
+        for x in data
+    ]
     data.append({"series": "balloon", "mode": "balloon", "size_mib": 2048, "error": "no reclaim report"})
     s = fig5.summary(data, sizes=[512, 2048], series=list(fig5.SERIES), partitions=4, fill=0.8, accel="kvm")
     assert s["squeezy_pages_migrated"] == 12
@@ -86,8 +114,20 @@ def test_geomean():
 
 def test_example_args_per_series():
     s = {"sizes": [256], "partitions": 2, "fill": 0.8, "repetitions": 1, "accel": "auto", "block_mib": 0}
-    assert example_args("squeezy", s) == ["--modes", "squeezy", "--sizes", "256", "--partitions", "2", "--fill",
-                                          "0.8", "--repetitions", "1", "--accel", "auto"]
+    assert example_args("squeezy", s) == [
+        "--modes",
+        "squeezy",
+        "--sizes",
+        "256",
+        "--partitions",
+        "2",
+        "--fill",
+        "0.8",
+        "--repetitions",
+        "1",
+        "--accel",
+        "auto",
+    ]
     assert example_args("virtio-mem-nozero", s)[-2:] == ["--guest-zeroing", "off"]
     assert "--block-mib" in example_args("balloon", {**s, "block_mib": 4})
 

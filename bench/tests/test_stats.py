@@ -6,7 +6,6 @@ import random
 
 import numpy as np
 import pytest
-
 from icebox_bench.stats import cdf, mean, percentile, percentiles, step_integral
 
 

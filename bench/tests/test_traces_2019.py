@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-
 from icebox_bench.traces import Window, azure2019, open_trace
 
 HEADER = "HashOwner,HashApp,HashFunction,Trigger,480,481,482"
@@ -31,7 +30,13 @@ def test_rows_become_exact_timestamps(tmp_path, write_lines):
     path = write_lines(tmp_path / "invocations.csv", [HEADER, "o,a,f1,http,1,0,3", "o,a,f2,timer,0,2,0"])
     trace = azure2019.load(path)
     assert [(i.time_s, i.function) for i in trace.invocations] == [
-        (28830.0, "f1"), (28880.0, "f2"), (28900.0, "f2"), (28935.0, "f1"), (28950.0, "f1"), (28965.0, "f1")]
+        (28830.0, "f1"),
+        (28880.0, "f2"),
+        (28900.0, "f2"),
+        (28935.0, "f1"),
+        (28950.0, "f1"),
+        (28965.0, "f1"),
+    ]
     assert trace.functions == ["f1", "f2"]
     assert trace.skipped_total() == 0
 
@@ -51,15 +56,18 @@ def test_random_timestamps_do_not_depend_on_the_window(tmp_path, write_lines):
 
 
 def test_malformed_rows_are_skipped_and_counted(tmp_path, write_lines):
-    path = write_lines(tmp_path / "invocations.csv", [
-        HEADER,
-        "o,a,good,http,1,1,1",
-        "o,a,short,http,1,1",          # wrong number of fields
-        "o,a,text,http,1,x,1",         # not an integer
-        "o,a,neg,http,1,-2,1",         # negative
-        "o,a,good,http,5,5,5",         # duplicate function
-        ",,,,,,",                      # empty HashFunction (right field count)
-    ])
+    path = write_lines(
+        tmp_path / "invocations.csv",
+        [
+            HEADER,
+            "o,a,good,http,1,1,1",
+            "o,a,short,http,1,1",  # wrong number of fields
+            "o,a,text,http,1,x,1",  # not an integer
+            "o,a,neg,http,1,-2,1",  # negative
+            "o,a,good,http,5,5,5",  # duplicate function
+            ",,,,,,",  # empty HashFunction (right field count)
+        ],
+    )
     trace = azure2019.load(path)
     assert trace.functions == ["good"] and len(trace.invocations) == 3
     assert trace.skipped == {
@@ -72,9 +80,16 @@ def test_malformed_rows_are_skipped_and_counted(tmp_path, write_lines):
 
 
 def test_durations_file(tmp_path, write_lines):
-    path = write_lines(tmp_path / "durations.csv", [
-        "HashOwner,HashApp,HashFunction,Average,Count,Minimum,Maximum",
-        "o,a,f1,71,288,0,1458", "o,a,f2,abc,1,1,1", "o,a,f3,2.5,1,1,1", "o,a,f1,99,1,1,1"])
+    path = write_lines(
+        tmp_path / "durations.csv",
+        [
+            "HashOwner,HashApp,HashFunction,Average,Count,Minimum,Maximum",
+            "o,a,f1,71,288,0,1458",
+            "o,a,f2,abc,1,1,1",
+            "o,a,f3,2.5,1,1,1",
+            "o,a,f1,99,1,1,1",
+        ],
+    )
     skipped = Counter()
     assert azure2019.read_durations(path, skipped) == {"f1": 71.0, "f3": 2.5}
     assert sum(skipped.values()) == 2

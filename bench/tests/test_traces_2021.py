@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
-
 from icebox_bench.traces import Window, azure2021, detect_format, find_files, open_trace
 
 
 def test_start_is_end_minus_duration_and_rows_are_sorted(tmp_path, write_lines):
-    path = write_lines(tmp_path / "invocations.csv", [
-        "app,func,end_timestamp,duration", "a,f1,10.5,0.5", "a,f2,3.25,1.25", "a,f1,20,4"])
+    path = write_lines(
+        tmp_path / "invocations.csv",
+        ["app,func,end_timestamp,duration", "a,f1,10.5,0.5", "a,f2,3.25,1.25", "a,f1,20,4"],
+    )
     trace = azure2021.load(path)
     assert [(i.time_s, i.function) for i in trace.invocations] == [(2.0, "f2"), (10.0, "f1"), (16.0, "f1")]
     assert trace.durations_ms == {"f1": pytest.approx(2250.0), "f2": pytest.approx(1250.0)}
@@ -24,8 +25,10 @@ def test_window_applies_to_the_start_time(tmp_path, write_lines):
 
 
 def test_malformed_rows_are_skipped_and_counted(tmp_path, write_lines):
-    path = write_lines(tmp_path / "invocations.csv", [
-        "app,func,end_timestamp,duration", "a,f,10,1", "a,f,ten,1", "a,f,10,-1", "a,f,10", "a,,10,1"])
+    path = write_lines(
+        tmp_path / "invocations.csv",
+        ["app,func,end_timestamp,duration", "a,f,10,1", "a,f,ten,1", "a,f,10,-1", "a,f,10", "a,,10,1"],
+    )
     trace = azure2021.load(path)
     assert len(trace.invocations) == 1 and trace.skipped_total() == 4
 

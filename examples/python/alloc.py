@@ -33,5 +33,4 @@ def main(args):
         checksum = (checksum * 31 + ord(node[0][-1]) + len(node[0])) & 0xFFFFFFFF
     count = len(nodes)
     nodes = node = None  # drop the only references: the cycles are now garbage
-    return {"requested_mb": mb, "allocated_bytes": allocated, "nodes": count,
-            "checksum": checksum}
+    return {"requested_mb": mb, "allocated_bytes": allocated, "nodes": count, "checksum": checksum}

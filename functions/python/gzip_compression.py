@@ -32,8 +32,7 @@ def _int_param(args, name, default, lo, hi):
 
 def _vocabulary():
     rnd = random.Random(VOCABULARY_SEED)
-    words = ["".join(rnd.choices("abcdefghijklmnopqrstuvwxyz", k=rnd.randint(2, 10)))
-             for _ in range(VOCABULARY_SIZE)]
+    words = ["".join(rnd.choices("abcdefghijklmnopqrstuvwxyz", k=rnd.randint(2, 10))) for _ in range(VOCABULARY_SIZE)]
     # Zipf's law: the r-th most common word has frequency ~ 1/r.
     cum_weights = list(itertools.accumulate(1.0 / rank for rank in range(1, VOCABULARY_SIZE + 1)))
     return words, cum_weights

@@ -34,8 +34,10 @@ def generate_jpeg(width, height, seed):
     """A deterministic photo-like JPEG of width x height (the function's input file)."""
     rnd = random.Random(seed)
     gradient = Image.linear_gradient("L").resize((width, height))
-    base = Image.merge("RGB", (gradient, gradient.transpose(Image.Transpose.ROTATE_180),
-                               Image.radial_gradient("L").resize((width, height))))
+    base = Image.merge(
+        "RGB",
+        (gradient, gradient.transpose(Image.Transpose.ROTATE_180), Image.radial_gradient("L").resize((width, height))),
+    )
     draw = ImageDraw.Draw(base)
     for _ in range(40):
         x0, y0 = rnd.randrange(width), rnd.randrange(height)
@@ -99,7 +101,9 @@ def main(args):
         "height": height,
         "input_bytes": len(jpeg),
         "input_sha256": hashlib.sha256(jpeg).hexdigest(),
-        "outputs": {name: {"width": w, "height": h, "mode": mode, "bytes": len(data)}
-                    for name, (w, h, mode, data) in results.items()},
+        "outputs": {
+            name: {"width": w, "height": h, "mode": mode, "bytes": len(data)}
+            for name, (w, h, mode, data) in results.items()
+        },
         "latency_ms": round(latency * 1000, 3),
     }

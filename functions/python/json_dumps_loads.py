@@ -15,9 +15,32 @@ import random
 import string
 import time
 
-WORDS = ("serverless", "memory", "snapshot", "container", "runtime", "function", "cold",
-         "warm", "start", "page", "heap", "garbage", "trace", "invocation", "latency",
-         "kernel", "swap", "cache", "python", "node", "java", "instance", "pool", "policy")
+WORDS = (
+    "serverless",
+    "memory",
+    "snapshot",
+    "container",
+    "runtime",
+    "function",
+    "cold",
+    "warm",
+    "start",
+    "page",
+    "heap",
+    "garbage",
+    "trace",
+    "invocation",
+    "latency",
+    "kernel",
+    "swap",
+    "cache",
+    "python",
+    "node",
+    "java",
+    "instance",
+    "pool",
+    "policy",
+)
 
 
 def _int_param(args, name, default, lo, hi):
@@ -40,26 +63,41 @@ def generate(items, seed):
     rnd = random.Random(seed)
     hits = []
     for i in range(items):
-        hits.append({
-            "id": "".join(rnd.choices(string.ascii_letters + string.digits, k=11)),
-            "rank": i + 1,
-            "title": _sentence(rnd, rnd.randint(3, 8)),
-            "snippet": _sentence(rnd, rnd.randint(12, 30)) + ".",
-            "url": "https://example.org/%s/%d" % (rnd.choice(WORDS), rnd.randrange(10**6)),
-            "score": round(rnd.random(), 6),
-            "published": "20%02d-%02d-%02dT%02d:%02d:%02dZ" % (
-                rnd.randint(10, 24), rnd.randint(1, 12), rnd.randint(1, 28),
-                rnd.randrange(24), rnd.randrange(60), rnd.randrange(60)),
-            "author": {"name": _sentence(rnd, 2), "verified": rnd.random() < 0.2,
-                       "followers": rnd.randrange(10**7)},
-            "tags": rnd.sample(WORDS, rnd.randint(1, 6)),
-            "stats": {"views": rnd.randrange(10**8), "likes": rnd.randrange(10**6),
-                      "ratio": round(rnd.uniform(0.5, 1.0), 4)},
-            "thumbnails": [{"width": w, "height": w * 9 // 16, "url": "https://img.example.org/%d/%d.jpg" % (i, w)}
-                           for w in (120, 320, 480)],
-        })
-    return {"kind": "searchListResponse", "query": _sentence(rnd, 3), "totalResults": items,
-            "items": hits}
+        hits.append(
+            {
+                "id": "".join(rnd.choices(string.ascii_letters + string.digits, k=11)),
+                "rank": i + 1,
+                "title": _sentence(rnd, rnd.randint(3, 8)),
+                "snippet": _sentence(rnd, rnd.randint(12, 30)) + ".",
+                "url": "https://example.org/%s/%d" % (rnd.choice(WORDS), rnd.randrange(10**6)),
+                "score": round(rnd.random(), 6),
+                "published": "20%02d-%02d-%02dT%02d:%02d:%02dZ"
+                % (
+                    rnd.randint(10, 24),
+                    rnd.randint(1, 12),
+                    rnd.randint(1, 28),
+                    rnd.randrange(24),
+                    rnd.randrange(60),
+                    rnd.randrange(60),
+                ),
+                "author": {
+                    "name": _sentence(rnd, 2),
+                    "verified": rnd.random() < 0.2,
+                    "followers": rnd.randrange(10**7),
+                },
+                "tags": rnd.sample(WORDS, rnd.randint(1, 6)),
+                "stats": {
+                    "views": rnd.randrange(10**8),
+                    "likes": rnd.randrange(10**6),
+                    "ratio": round(rnd.uniform(0.5, 1.0), 4),
+                },
+                "thumbnails": [
+                    {"width": w, "height": w * 9 // 16, "url": "https://img.example.org/%d/%d.jpg" % (i, w)}
+                    for w in (120, 320, 480)
+                ],
+            }
+        )
+    return {"kind": "searchListResponse", "query": _sentence(rnd, 3), "totalResults": items, "items": hits}
 
 
 def main(args):

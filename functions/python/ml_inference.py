@@ -40,10 +40,48 @@ WEIGHTS_SEED = 20240427
 PAD, UNK, CLS, SEP, MASK = 0, 100, 101, 102, 103
 FIRST_WORD_ID = 1000  # ids below are BERT's special and unused tokens
 LN_EPS = 1e-12
-WORDS = ("the", "a", "house", "was", "quiet", "when", "she", "opened", "letter", "from",
-         "her", "brother", "who", "had", "left", "for", "sea", "years", "ago", "and", "never",
-         "written", "since", "rain", "fell", "on", "old", "garden", "while", "clock", "struck",
-         "midnight", "in", "empty", "hall", "ships", "harbour", "lantern", "road", "winter")
+WORDS = (
+    "the",
+    "a",
+    "house",
+    "was",
+    "quiet",
+    "when",
+    "she",
+    "opened",
+    "letter",
+    "from",
+    "her",
+    "brother",
+    "who",
+    "had",
+    "left",
+    "for",
+    "sea",
+    "years",
+    "ago",
+    "and",
+    "never",
+    "written",
+    "since",
+    "rain",
+    "fell",
+    "on",
+    "old",
+    "garden",
+    "while",
+    "clock",
+    "struck",
+    "midnight",
+    "in",
+    "empty",
+    "hall",
+    "ships",
+    "harbour",
+    "lantern",
+    "road",
+    "winter",
+)
 
 
 def _normal(rng, shape):
@@ -63,22 +101,25 @@ def build_weights(seed):
         "pooler": (_normal(rng, (HIDDEN, HIDDEN)), np.zeros(HIDDEN, np.float32)),
     }
     for _ in range(LAYERS):
-        weights["layers"].append({
-            # Query, key and value projections fused into one matrix: one GEMM instead of 3.
-            "qkv": (_normal(rng, (HIDDEN, 3 * HIDDEN)), np.zeros(3 * HIDDEN, np.float32)),
-            "out": (_normal(rng, (HIDDEN, HIDDEN)), np.zeros(HIDDEN, np.float32)),
-            "ln1": (np.ones(HIDDEN, np.float32), np.zeros(HIDDEN, np.float32)),
-            "ffn_in": (_normal(rng, (HIDDEN, FFN)), np.zeros(FFN, np.float32)),
-            "ffn_out": (_normal(rng, (FFN, HIDDEN)), np.zeros(HIDDEN, np.float32)),
-            "ln2": (np.ones(HIDDEN, np.float32), np.zeros(HIDDEN, np.float32)),
-        })
+        weights["layers"].append(
+            {
+                # Query, key and value projections fused into one matrix: one GEMM instead of 3.
+                "qkv": (_normal(rng, (HIDDEN, 3 * HIDDEN)), np.zeros(3 * HIDDEN, np.float32)),
+                "out": (_normal(rng, (HIDDEN, HIDDEN)), np.zeros(HIDDEN, np.float32)),
+                "ln1": (np.ones(HIDDEN, np.float32), np.zeros(HIDDEN, np.float32)),
+                "ffn_in": (_normal(rng, (HIDDEN, FFN)), np.zeros(FFN, np.float32)),
+                "ffn_out": (_normal(rng, (FFN, HIDDEN)), np.zeros(HIDDEN, np.float32)),
+                "ln2": (np.ones(HIDDEN, np.float32), np.zeros(HIDDEN, np.float32)),
+            }
+        )
     return weights
 
 
 WEIGHTS = build_weights(WEIGHTS_SEED)
-PARAMETERS = sum(a.size for a in (WEIGHTS["word"], WEIGHTS["position"], WEIGHTS["token_type"],
-                                  *WEIGHTS["emb_ln"], *WEIGHTS["pooler"])) + sum(
-    a.size for layer in WEIGHTS["layers"] for pair in layer.values() for a in pair)
+PARAMETERS = sum(
+    a.size
+    for a in (WEIGHTS["word"], WEIGHTS["position"], WEIGHTS["token_type"], *WEIGHTS["emb_ln"], *WEIGHTS["pooler"])
+) + sum(a.size for layer in WEIGHTS["layers"] for pair in layer.values() for a in pair)
 
 
 def _int_param(args, name, default, lo, hi):
@@ -98,14 +139,14 @@ def tokenize(text):
     ids = []
     for word in re.findall(r"\w+|[^\w\s]", text.lower()):
         for i in range(0, len(word), 6):
-            piece = word[i:i + 6] if i == 0 else "##" + word[i:i + 6]
+            piece = word[i : i + 6] if i == 0 else "##" + word[i : i + 6]
             ids.append(FIRST_WORD_ID + zlib.crc32(piece.encode("utf-8")) % (VOCAB - FIRST_WORD_ID))
     return ids
 
 
 def encode(text, seq_len):
     """Token ids and attention mask (1 = real token) of length seq_len."""
-    ids = [CLS] + tokenize(text)[:seq_len - 3] + [MASK, SEP]
+    ids = [CLS] + tokenize(text)[: seq_len - 3] + [MASK, SEP]
     mask = [1] * len(ids) + [0] * (seq_len - len(ids))
     return np.array(ids + [PAD] * (seq_len - len(ids))), np.array(mask, np.float32)
 

@@ -24,9 +24,34 @@ PAGE_COUNT = 50
 PAGE_BYTES = 1 << 20
 PAGES_SEED = 1234
 PARETO_SHAPE = 0.9
-WORDS = ("the", "of", "and", "serverless", "function", "memory", "page", "cache", "request",
-         "latency", "cold", "warm", "instance", "keep", "alive", "node", "runtime", "heap",
-         "snapshot", "policy", "trace", "offload", "swap", "container", "data", "user")
+WORDS = (
+    "the",
+    "of",
+    "and",
+    "serverless",
+    "function",
+    "memory",
+    "page",
+    "cache",
+    "request",
+    "latency",
+    "cold",
+    "warm",
+    "instance",
+    "keep",
+    "alive",
+    "node",
+    "runtime",
+    "heap",
+    "snapshot",
+    "policy",
+    "trace",
+    "offload",
+    "swap",
+    "container",
+    "data",
+    "user",
+)
 REQUEST_ID = "{{request_id}}"
 
 
@@ -35,17 +60,23 @@ def _page(rnd, index):
     for _ in range(60):
         words = rnd.choices(WORDS, k=rnd.randint(40, 120))
         paragraphs.append("<p>%s.</p>" % " ".join(words).capitalize())
-    html = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Page %d</title></head>"
-            "<body><header>Request %s</header><h1>Article %d</h1>\n%s\n</body></html>\n"
-            % (index, REQUEST_ID, index, "\n".join(paragraphs)))
-    parts = ["MIME-Version: 1.0\nContent-Type: multipart/related; boundary=\"part\"\n\n"
-             "--part\nContent-Type: text/html\n\n", html]
+    html = (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Page %d</title></head>'
+        "<body><header>Request %s</header><h1>Article %d</h1>\n%s\n</body></html>\n"
+        % (index, REQUEST_ID, index, "\n".join(paragraphs))
+    )
+    parts = [
+        'MIME-Version: 1.0\nContent-Type: multipart/related; boundary="part"\n\n--part\nContent-Type: text/html\n\n',
+        html,
+    ]
     image = 0
     while sum(map(len, parts)) < PAGE_BYTES:
         image += 1
         blob = base64.encodebytes(rnd.randbytes(96 * 1024)).decode("ascii")
-        parts.append("--part\nContent-Type: image/jpeg\nContent-Location: img%d.jpg\n"
-                     "Content-Transfer-Encoding: base64\n\n%s" % (image, blob))
+        parts.append(
+            "--part\nContent-Type: image/jpeg\nContent-Location: img%d.jpg\n"
+            "Content-Transfer-Encoding: base64\n\n%s" % (image, blob)
+        )
     parts.append("--part--\n")
     return "".join(parts)
 
@@ -85,8 +116,10 @@ def render(index, request_id):
 def serve(index, request_id):
     body = render(index, request_id)
     etag = hashlib.sha3_512(body).hexdigest()
-    head = ("HTTP/1.1 200 OK\r\nContent-Type: multipart/related\r\nContent-Length: %d\r\n"
-            "ETag: \"%s\"\r\n\r\n" % (len(body), etag)).encode("ascii")
+    head = (
+        "HTTP/1.1 200 OK\r\nContent-Type: multipart/related\r\nContent-Length: %d\r\n"
+        'ETag: "%s"\r\n\r\n' % (len(body), etag)
+    ).encode("ascii")
     return head, body, etag
 
 

@@ -14,6 +14,7 @@ again after `/icebox/stats?gc=1`.
 Memory is read from /proc: RSS, and PSS, which divides pages shared between processes (libjvm,
 the CDS archive) among them; with K > 1 the mean PSS is the cost of one more instance.
 """
+
 import argparse
 import base64
 import glob
@@ -40,8 +41,8 @@ def request(sock_path, method, path, body=None):
     with socket.socket(socket.AF_UNIX) as s:
         s.connect(sock_path)
         s.sendall(
-            f"{method} {path} HTTP/1.1\r\nContent-Length: {len(data)}\r\n"
-            f"Connection: close\r\n\r\n".encode() + data)
+            f"{method} {path} HTTP/1.1\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data
+        )
         chunks = []
         while chunk := s.recv(65536):
             chunks.append(chunk)
@@ -76,8 +77,7 @@ def start(command, extra_env, tmp, index):
     sock_path = os.path.join(tmp, f"proxy{index}.sock")
     env = dict(os.environ, ICEBOX_PROXY_SOCKET=sock_path, ICEBOX_CONCURRENCY="1", **extra_env)
     began = time.perf_counter()
-    proc = subprocess.Popen(command, env=env, cwd=tmp, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(command, env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return proc, sock_path, began
 
 
@@ -106,8 +106,11 @@ def one_run(command, extra_env, action, instances):
                 startups.append(wall_ms)
                 cpu.append(cpu_used_ms)
             time.sleep(1.0)
-            result = {"startup_ms": startups, "startup_cpu_ms": cpu,
-                      "idle": [memory_kib(proc.pid) for proc, _ in procs]}
+            result = {
+                "startup_ms": startups,
+                "startup_cpu_ms": cpu,
+                "idle": [memory_kib(proc.pid) for proc, _ in procs],
+            }
             if action:
                 jar, main = action
                 with open(jar, "rb") as f:
@@ -115,8 +118,9 @@ def one_run(command, extra_env, action, instances):
                 result["init_run_ms"] = []
                 for _, sock_path in procs:
                     t0 = time.perf_counter()
-                    status, _ = request(sock_path, "POST", "/init",
-                                        {"value": {"main": main, "code": code, "binary": True}})
+                    status, _ = request(
+                        sock_path, "POST", "/init", {"value": {"main": main, "code": code, "binary": True}}
+                    )
                     assert status == 200, status
                     status, _ = request(sock_path, "POST", "/run", {"value": {"name": "x"}})
                     assert status == 200, status
@@ -158,8 +162,7 @@ def main():
 
     print("command:", " ".join(command))
     print(f"{args.runs} runs x {args.instances} instances")
-    print("start-up ms:", summary(values("startup_ms")),
-          "| CPU ms used by then:", summary(values("startup_cpu_ms")))
+    print("start-up ms:", summary(values("startup_ms")), "| CPU ms used by then:", summary(values("startup_cpu_ms")))
     print("idle:", memory("idle"))
     if args.action:
         print("init + first run ms:", summary(values("init_run_ms")))

@@ -21,8 +21,10 @@ ratio), `none` only measures start-up: exec -> first /run answered (cold start, 
 Latency is measured by the client on a new connection per request, as iceboxd's invoker pays
 it; the proxy answers on a UNIX socket, so the transport adds well under a millisecond. The
 process CPU time per run (utime + stime from /proc/PID/stat: all threads, JIT and GC
-included, 10 ms ticks over M runs) is reported beside it: on a loaded machine wall-clock latency mostly measures the wait for a core.
+included, 10 ms ticks over M runs) is reported beside it: on a loaded machine wall-clock latency
+mostly measures the wait for a core.
 """
+
 import argparse
 import base64
 import json
@@ -50,8 +52,9 @@ def request(sock_path, method, path, body=None):
     data = json.dumps(body).encode() if body is not None else b""
     with socket.socket(socket.AF_UNIX) as s:
         s.connect(sock_path)
-        s.sendall(f"{method} {path} HTTP/1.1\r\nContent-Length: {len(data)}\r\n"
-                  f"Connection: close\r\n\r\n".encode() + data)
+        s.sendall(
+            f"{method} {path} HTTP/1.1\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data
+        )
         chunks = []
         while chunk := s.recv(65536):
             chunks.append(chunk)
@@ -101,22 +104,25 @@ def one_rep(cmd, env, code, main, value, args, variant):
         t0 = time.perf_counter()
         err_path = os.path.join(tmp, "stderr")
         with open(err_path, "wb") as err:
-            proc = subprocess.Popen(cmd, env=full_env, cwd=tmp, stdout=subprocess.DEVNULL,
-                                    stderr=err)
+            proc = subprocess.Popen(cmd, env=full_env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=err)
         try:
             while True:
                 if proc.poll() is not None:
                     sys.exit(f"proxy exited with {proc.returncode}")
                 try:
-                    status, _ = request(sock_path, "POST", "/init",
-                                        {"value": {"main": main, "code": code, "binary": True}})
+                    status, _ = request(
+                        sock_path, "POST", "/init", {"value": {"main": main, "code": code, "binary": True}}
+                    )
                     break
                 except (FileNotFoundError, ConnectionRefusedError):
                     time.sleep(0.0005)
             assert status == 200, status
             first = timed_runs(sock_path, value, 1)
-            rep = {"cold_ms": (time.perf_counter() - t0) * 1000, "first_run_ms": first[0],
-                   "cold_cpu_ms": cpu_ms(proc.pid)}
+            rep = {
+                "cold_ms": (time.perf_counter() - t0) * 1000,
+                "first_run_ms": first[0],
+                "cold_cpu_ms": cpu_ms(proc.pid),
+            }
             timed_runs(sock_path, value, args.warmup - 1 - args.after)
             before, before_cpu = cpu_per_run(proc.pid, sock_path, value, args.after)
             rep["warm_ms"] = statistics.mean(before)
@@ -125,11 +131,16 @@ def one_rep(cmd, env, code, main, value, args, variant):
                 uss_outside_before = uss_mib(proc.pid)
                 if variant == "baseline":
                     # No reclaim: how much "after" differs from "before" by itself.
-                    r = {"uss_before": 0, "uss_after": 0, "live_bytes": 0, "wall_ms": 0,
-                         "cpu_ms": 0, "details": {"collections": 0}}
+                    r = {
+                        "uss_before": 0,
+                        "uss_after": 0,
+                        "live_bytes": 0,
+                        "wall_ms": 0,
+                        "cpu_ms": 0,
+                        "details": {"collections": 0},
+                    }
                 else:
-                    status, r = request(sock_path, "POST", "/icebox/reclaim",
-                                        {"variant": variant})
+                    status, r = request(sock_path, "POST", "/icebox/reclaim", {"variant": variant})
                     assert status == 200, (status, r)
                 uss_outside_after = uss_mib(proc.pid)
                 after, after_cpu = cpu_per_run(proc.pid, sock_path, value, args.after)
@@ -139,13 +150,15 @@ def one_rep(cmd, env, code, main, value, args, variant):
                     "outside_before_mib": uss_outside_before,
                     "outside_after_mib": uss_outside_after,
                     "live_mib": r["live_bytes"] / 2**20,
-                    "wall_ms": r["wall_ms"], "cpu_ms": r["cpu_ms"],
+                    "wall_ms": r["wall_ms"],
+                    "cpu_ms": r["cpu_ms"],
                     "collections": r["details"]["collections"],
-                    "before_ms": statistics.mean(before), "after_ms": statistics.mean(after),
-                    "before_cpu_ms": before_cpu, "after_cpu_ms": after_cpu,
+                    "before_ms": statistics.mean(before),
+                    "after_ms": statistics.mean(after),
+                    "before_cpu_ms": before_cpu,
+                    "after_cpu_ms": after_cpu,
                     "uss_after_runs_mib": uss_mib(proc.pid),
-                    "trim": r["details"].get("native_trim") or r["details"].get(
-                        "native_trim_error"),
+                    "trim": r["details"].get("native_trim") or r["details"].get("native_trim_error"),
                 }
             return rep
         except Exception:
@@ -200,26 +213,33 @@ def main():
     def med_all(key):
         return statistics.median(x for r in reps for x in r[key])
 
-    print(f"{args.main} {args.input}: {args.reps} reps, {args.warmup} runs, then per variant "
-          f"a reclaim and {args.after} runs; dropped {args.drop or '-'} added {args.add or '-'}")
-    print(f"  cold (exec -> /init + first /run answered) {med_all('cold_ms'):.1f} ms, "
-          f"first run {med_all('first_run_ms'):.1f} ms, warm (mean of runs "
-          f"{args.warmup - args.after + 1}..{args.warmup}) {med_all('warm_ms'):.2f} ms "
-          f"(medians over {sum(len(r['warm_ms']) for r in reps)} instances)")
-    print(f"  process CPU: cold {med_all('cold_cpu_ms'):.1f} ms, warm "
-          f"{med_all('warm_cpu_ms'):.2f} ms per run")
+    print(
+        f"{args.main} {args.input}: {args.reps} reps, {args.warmup} runs, then per variant "
+        f"a reclaim and {args.after} runs; dropped {args.drop or '-'} added {args.add or '-'}"
+    )
+    print(
+        f"  cold (exec -> /init + first /run answered) {med_all('cold_ms'):.1f} ms, "
+        f"first run {med_all('first_run_ms'):.1f} ms, warm (mean of runs "
+        f"{args.warmup - args.after + 1}..{args.warmup}) {med_all('warm_ms'):.2f} ms "
+        f"(medians over {sum(len(r['warm_ms']) for r in reps)} instances)"
+    )
+    print(f"  process CPU: cold {med_all('cold_cpu_ms'):.1f} ms, warm {med_all('warm_cpu_ms'):.2f} ms per run")
     for v in variants:
-        def m(key):
+
+        def m(key, v=v):
             return med(lambda r: r[v][key])
-        slowdown = med(lambda r: r[v]["after_ms"] / r[v]["before_ms"] - 1) * 100
-        cpu_slowdown = med(lambda r: r[v]["after_cpu_ms"] / r[v]["before_cpu_ms"] - 1) * 100
-        print(f"  {v}: USS {m('uss_before_mib'):.1f} -> {m('uss_after_mib'):.1f} MiB "
-              f"(outside {m('outside_before_mib'):.1f} -> {m('outside_after_mib'):.1f}; "
-              f"after {args.after} more runs {m('uss_after_runs_mib'):.1f}), "
-              f"live {m('live_mib'):.1f} MiB, reclaim {m('wall_ms'):.1f} ms wall "
-              f"{m('cpu_ms'):.1f} ms CPU, {m('collections'):.0f} GC; runs after/before "
-              f"{m('after_ms'):.2f}/{m('before_ms'):.2f} ms ({slowdown:+.1f} %), CPU per run "
-              f"{m('after_cpu_ms'):.2f}/{m('before_cpu_ms'):.2f} ms ({cpu_slowdown:+.1f} %)")
+
+        slowdown = med(lambda r, v=v: r[v]["after_ms"] / r[v]["before_ms"] - 1) * 100
+        cpu_slowdown = med(lambda r, v=v: r[v]["after_cpu_ms"] / r[v]["before_cpu_ms"] - 1) * 100
+        print(
+            f"  {v}: USS {m('uss_before_mib'):.1f} -> {m('uss_after_mib'):.1f} MiB "
+            f"(outside {m('outside_before_mib'):.1f} -> {m('outside_after_mib'):.1f}; "
+            f"after {args.after} more runs {m('uss_after_runs_mib'):.1f}), "
+            f"live {m('live_mib'):.1f} MiB, reclaim {m('wall_ms'):.1f} ms wall "
+            f"{m('cpu_ms'):.1f} ms CPU, {m('collections'):.0f} GC; runs after/before "
+            f"{m('after_ms'):.2f}/{m('before_ms'):.2f} ms ({slowdown:+.1f} %), CPU per run "
+            f"{m('after_cpu_ms'):.2f}/{m('before_cpu_ms'):.2f} ms ({cpu_slowdown:+.1f} %)"
+        )
         print(f"    trim (last rep): {reps[-1][v]['trim']}")
     print(json.dumps(reps), file=sys.stderr)
 

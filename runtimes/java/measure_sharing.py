@@ -11,6 +11,7 @@ then `/icebox/stats?gc=1`, then its PSS and USS from /proc/PID/smaps_rollup; the
 process-mode proxies side by side, summed. PSS divides pages shared between the JVMs (libjvm,
 the CDS archive) among them, so the process-mode sum is what the n instances cost together.
 """
+
 import argparse
 import base64
 import json
@@ -37,8 +38,12 @@ class Proxy:
         command, runtime_env = runtime_command()
         began = time.perf_counter()
         self.process = subprocess.Popen(
-            command, env=dict(os.environ, ICEBOX_PROXY_SOCKET=self.sock, **runtime_env, **env),
-            cwd=self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            command,
+            env=dict(os.environ, ICEBOX_PROXY_SOCKET=self.sock, **runtime_env, **env),
+            cwd=self.dir,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_ready(self.process, self.sock, began)
 
     def memory_mib(self):
@@ -73,8 +78,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with open(args.jar, "rb") as f:
-        init = {"value": {"main": args.main, "binary": True,
-                          "code": base64.b64encode(f.read()).decode()}}
+        init = {"value": {"main": args.main, "binary": True, "code": base64.b64encode(f.read()).decode()}}
     run = {"value": json.loads(args.value)}
     print("| n | shared: slots | shared PSS / USS MiB | process: PSS / USS MiB (sum of n) |")
     print("| --- | --- | --- | --- |")
@@ -84,7 +88,7 @@ def main():
         try:
             request(shared.sock, "POST", "/init", init)
             for _ in range(args.rounds):
-                concurrently([lambda: request(shared.sock, "POST", "/run", run)] * n)
+                concurrently([lambda sock=shared.sock: request(sock, "POST", "/run", run)] * n)
             slots = request(shared.sock, "GET", "/icebox/stats?gc=1")["sharing"]["contexts"]
             shared_pss, shared_uss = shared.memory_mib()
             shared.close()
@@ -92,14 +96,15 @@ def main():
             for proxy in processes:
                 request(proxy.sock, "POST", "/init", init)
             for _ in range(args.rounds):
-                concurrently([lambda p=p: request(p.sock, "POST", "/run", run)
-                              for p in processes])
+                concurrently([lambda p=p: request(p.sock, "POST", "/run", run) for p in processes])
             for proxy in processes:
                 request(proxy.sock, "GET", "/icebox/stats?gc=1")
             memory = [proxy.memory_mib() for proxy in processes]
-            print("| %d | %d | %.1f / %.1f | %.1f / %.1f |" % (
-                n, slots["created"], shared_pss, shared_uss, sum(m[0] for m in memory),
-                sum(m[1] for m in memory)), flush=True)
+            print(
+                "| %d | %d | %.1f / %.1f | %.1f / %.1f |"
+                % (n, slots["created"], shared_pss, shared_uss, sum(m[0] for m in memory), sum(m[1] for m in memory)),
+                flush=True,
+            )
         finally:
             shared.close()
             for proxy in processes:

@@ -80,6 +80,7 @@ def run(cmd, **kw):
 
 # ---- kernel ---------------------------------------------------------------------------------
 
+
 def kernel_package():
     out = run(["apt-cache", "depends", "linux-image-amd64"])
     for line in out.splitlines():
@@ -99,11 +100,16 @@ def fetch_kernel(cache):
     debs = [f for f in os.listdir(cache) if f.startswith(pkg + "_") and f.endswith(".deb")]
     if not debs:
         log(f"apt-get download {pkg}")
-        subprocess.run(["apt-get", "download", "-q", pkg], cwd=cache, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ["apt-get", "download", "-q", pkg],
+            cwd=cache,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         debs = [f for f in os.listdir(cache) if f.startswith(pkg + "_") and f.endswith(".deb")]
     deb = os.path.join(cache, sorted(debs)[-1])
-    release = pkg[len("linux-image-"):]
+    release = pkg[len("linux-image-") :]
     return deb, release
 
 
@@ -111,7 +117,7 @@ def modinfo_depends(path):
     """The `depends=` entry of a module's .modinfo ELF section."""
     with open(path, "rb") as f:
         data = f.read()
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
 
     def section(i):
@@ -123,8 +129,8 @@ def modinfo_depends(path):
     for i in range(shnum):
         name, offset, size = section(i)
         end = data.index(b"\0", stroff + name)
-        if data[stroff + name:end] == b".modinfo":
-            for entry in data[offset:offset + size].split(b"\0"):
+        if data[stroff + name : end] == b".modinfo":
+            for entry in data[offset : offset + size].split(b"\0"):
                 if entry.startswith(b"depends="):
                     return [d for d in entry[8:].decode().split(",") if d]
     return []
@@ -161,8 +167,9 @@ def write_cpio(root, out):
     ino = [1]
 
     def entry(f, name, mode, data=b"", nlink=1):
-        header = "070701" + "".join(f"{v:08X}" for v in [
-            ino[0], mode, 0, 0, nlink, 0, len(data), 0, 0, 0, 0, len(name) + 1, 0])
+        header = "070701" + "".join(
+            f"{v:08X}" for v in [ino[0], mode, 0, 0, nlink, 0, len(data), 0, 0, 0, 0, len(name) + 1, 0]
+        )
         ino[0] += 1
         f.write(header.encode() + name.encode() + b"\0")
         f.write(b"\0" * ((4 - (110 + len(name) + 1) % 4) % 4))
@@ -190,6 +197,7 @@ def write_cpio(root, out):
 def extract_vmlinux(vmlinuz, out):
     """The ELF kernel inside a bzImage (Debian compresses it with xz)."""
     import lzma
+
     data = open(vmlinuz, "rb").read()
     start = data.find(b"\xfd7zXZ\x00")
     if start < 0:
@@ -232,6 +240,7 @@ def build_initramfs(deb, release, work, out):
 
 
 # ---- root filesystem ------------------------------------------------------------------------
+
 
 def is_elf(path):
     try:
@@ -387,8 +396,10 @@ def build_rootfs(args, out, work):
     if os.path.exists(img):
         os.remove(img)
     # Fixed timestamps and uuid: the same inputs give the same image.
-    subprocess.run(["mkfs.erofs", "--quiet", "--all-root", "-T0", "-U", "6d6f6f6e-6963-6562-6f78-67756573740a",
-                    img, root], check=True)
+    subprocess.run(
+        ["mkfs.erofs", "--quiet", "--all-root", "-T0", "-U", "6d6f6f6e-6963-6562-6f78-67756573740a", img, root],
+        check=True,
+    )
     size = sum(os.lstat(os.path.join(d, f)).st_size for d, _, fs_ in os.walk(root) for f in fs_)
     shutil.rmtree(root)
     return missing, size, fs.sources
@@ -396,10 +407,13 @@ def build_rootfs(args, out, work):
 
 # ---- fingerprint and manifest ---------------------------------------------------------------
 
+
 def stat_fingerprint(paths):
     h = hashlib.sha256()
     for top in paths:
-        for dirpath, dirs, files in os.walk(top) if os.path.isdir(top) else [(os.path.dirname(top), [], [os.path.basename(top)])]:
+        for dirpath, dirs, files in (
+            os.walk(top) if os.path.isdir(top) else [(os.path.dirname(top), [], [os.path.basename(top)])]
+        ):
             dirs.sort()
             for name in sorted(files):
                 p = os.path.join(dirpath, name)
@@ -431,8 +445,11 @@ def main():
     cache = os.path.join(out, "cache")
 
     deb, release = fetch_kernel(cache)
-    inputs = [os.path.abspath(__file__), args.agent, deb, "/bin/busybox", PY_STDLIB, JVM, "/etc/java-17-openjdk"] + HOST_FILES + [
-        os.path.join(args.repo, "runtimes", r) for r in RUNTIMES]
+    inputs = (
+        [os.path.abspath(__file__), args.agent, deb, "/bin/busybox", PY_STDLIB, JVM, "/etc/java-17-openjdk"]
+        + HOST_FILES
+        + [os.path.join(args.repo, "runtimes", r) for r in RUNTIMES]
+    )
     fingerprint = stat_fingerprint(inputs)
     manifest_path = os.path.join(out, "manifest.json")
     outputs = ["vmlinuz", "vmlinux", "initramfs.cpio.gz", "rootfs.erofs"]
@@ -441,8 +458,7 @@ def main():
             old = json.load(open(manifest_path))
         except ValueError:
             old = {}
-        if old.get("inputs_fingerprint") == fingerprint and all(
-                os.path.exists(os.path.join(out, o)) for o in outputs):
+        if old.get("inputs_fingerprint") == fingerprint and all(os.path.exists(os.path.join(out, o)) for o in outputs):
             log(f"up to date ({out})")
             return
 
@@ -473,8 +489,10 @@ def main():
     with open(manifest_path + ".tmp", "w") as f:
         json.dump(manifest, f, indent=1)
     os.replace(manifest_path + ".tmp", manifest_path)
-    log(f"built {out} in {manifest['build_seconds']} s: " + ", ".join(
-        f"{o} {manifest['bytes'][o] >> 20} MiB" for o in outputs))
+    log(
+        f"built {out} in {manifest['build_seconds']} s: "
+        + ", ".join(f"{o} {manifest['bytes'][o] >> 20} MiB" for o in outputs)
+    )
 
 
 if __name__ == "__main__":

@@ -14,20 +14,31 @@ def log(message: str) -> None:
 
 
 def add_connection(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--apihost", default=None,
-                        help="iceboxd URL (default: $ICEBOX_APIHOST, else http://127.0.0.1:8740)")
-    parser.add_argument("--auth", default=None,
-                        help="API key uuid:key (default: $ICEBOX_AUTH, else var/auth as `make run` leaves it)")
+    parser.add_argument(
+        "--apihost", default=None, help="iceboxd URL (default: $ICEBOX_APIHOST, else http://127.0.0.1:8740)"
+    )
+    parser.add_argument(
+        "--auth", default=None, help="API key uuid:key (default: $ICEBOX_AUTH, else var/auth as `make run` leaves it)"
+    )
 
 
 def add_functions_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--functions-dir", type=Path, default=None,
-                        help="directory with <lang>/functions.json manifests (default: $ICEBOX_FUNCTIONS_DIR, else functions/)")
+    parser.add_argument(
+        "--functions-dir",
+        type=Path,
+        default=None,
+        help="directory with <lang>/functions.json manifests (default: $ICEBOX_FUNCTIONS_DIR, else functions/)",
+    )
 
 
 def add_sample_period(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sample-period", type=float, default=1.0, metavar="SECONDS",
-                        help="memory sampling period (default 1 s; the daemon measures every --sample-interval)")
+    parser.add_argument(
+        "--sample-period",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="memory sampling period (default 1 s; the daemon measures every --sample-interval)",
+    )
 
 
 _argv: list[str] | None = None

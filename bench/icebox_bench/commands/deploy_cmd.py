@@ -11,8 +11,11 @@ from .common import add_connection, add_functions_dir, log
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("deploy", help="deploy a function set as actions",
-                              description="Deploy functions from the manifests (PUT ?overwrite=true).")
+    p = subparsers.add_parser(
+        "deploy",
+        help="deploy a function set as actions",
+        description="Deploy functions from the manifests (PUT ?overwrite=true).",
+    )
     p.add_argument("set", metavar="SET", help="python, nodejs, java, all, or a comma list of function names")
     add_connection(p)
     add_functions_dir(p)

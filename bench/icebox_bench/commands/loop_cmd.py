@@ -17,9 +17,12 @@ from .common import add_connection, add_functions_dir, add_sample_period, comman
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("loop", help="n sequential invocations in one instance, memory after each exit",
-                              description="Deploy FUNCTION (a new version, so a fresh instance serves it), invoke "
-                                          "it n times in a row and measure the instance after every exit.")
+    p = subparsers.add_parser(
+        "loop",
+        help="n sequential invocations in one instance, memory after each exit",
+        description="Deploy FUNCTION (a new version, so a fresh instance serves it), invoke "
+        "it n times in a row and measure the instance after every exit.",
+    )
     p.add_argument("function", metavar="FUNCTION")
     p.add_argument("-n", type=int, default=100, help="invocations (default 100)")
     p.add_argument("--input", choices=("A", "B"), default="A")
@@ -43,18 +46,41 @@ async def _loop(args) -> int:
         run_dir = RunDir(args.out)
         if not args.no_deploy:
             await deploy(client, spec)
-        config = {"command": command_line(), "kind": "loop", "function": spec.name, "language": spec.language,
-                  "n": args.n, "input": args.input}
+        config = {
+            "command": command_line(),
+            "kind": "loop",
+            "function": spec.name,
+            "language": spec.language,
+            "n": args.n,
+            "input": args.input,
+        }
         async with RunSession(client, run_dir, config, sample_period_s=args.sample_period, log=log) as session:
-            records = await run_loop(client, spec.name, spec.input(args.input), args.n,
-                                     invocations=session.invocations, exits=run_dir.jsonl("exits.jsonl"),
-                                     timeout_ms=spec.timeout_ms, strict=False, function=spec.name, log=log)
+            records = await run_loop(
+                client,
+                spec.name,
+                spec.input(args.input),
+                args.n,
+                invocations=session.invocations,
+                exits=run_dir.jsonl("exits.jsonl"),
+                timeout_ms=spec.timeout_ms,
+                strict=False,
+                function=spec.name,
+                log=log,
+            )
             instances = sorted({r["instance"] for r in records})
             session.result.update({"iterations": len(records), "instances": instances})
     uss = [r["uss"] / MIB for r in records]
-    print(json.dumps({"out": str(args.out), "function": spec.name, "instances": instances,
-                      "uss_mib": {"first": round(uss[0], 2), "last": round(uss[-1], 2), "max": round(max(uss), 2)}},
-                     indent=2))
+    print(
+        json.dumps(
+            {
+                "out": str(args.out),
+                "function": spec.name,
+                "instances": instances,
+                "uss_mib": {"first": round(uss[0], 2), "last": round(uss[-1], 2), "max": round(max(uss), 2)},
+            },
+            indent=2,
+        )
+    )
     return 0 if len(instances) == 1 else 1
 
 

@@ -21,34 +21,56 @@ from .common import add_connection, add_functions_dir, add_sample_period, comman
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "replay", help="open-loop replay of an Azure Functions trace",
+        "replay",
+        help="open-loop replay of an Azure Functions trace",
         description="Replay a trace open-loop: every invocation is sent at its scheduled time, "
-                    "whether or not earlier ones have answered.")
+        "whether or not earlier ones have answered.",
+    )
     t = p.add_argument_group("trace")
-    t.add_argument("--trace", required=True,
-                   help="trace directory or invocations file; a name under the traces dir "
-                        "(e.g. azure2019-sample100) also works")
+    t.add_argument(
+        "--trace",
+        required=True,
+        help="trace directory or invocations file; a name under the traces dir (e.g. azure2019-sample100) also works",
+    )
     t.add_argument("--format", choices=FORMATS, default="auto")
-    t.add_argument("--durations", type=Path, default=None, help="2019 durations file (default: found next to the trace)")
-    t.add_argument("--window", default=None, metavar="START:END",
-                   help="trace time window, e.g. 480m:482m (units ms, s, m, h; a bare number is seconds)")
-    t.add_argument("--expansion", choices=EXPANSIONS, default="even",
-                   help="2019 per-minute counts: evenly spaced (60/(n+1) s apart) or uniformly random")
+    t.add_argument(
+        "--durations", type=Path, default=None, help="2019 durations file (default: found next to the trace)"
+    )
+    t.add_argument(
+        "--window",
+        default=None,
+        metavar="START:END",
+        help="trace time window, e.g. 480m:482m (units ms, s, m, h; a bare number is seconds)",
+    )
+    t.add_argument(
+        "--expansion",
+        choices=EXPANSIONS,
+        default="even",
+        help="2019 per-minute counts: evenly spaced (60/(n+1) s apart) or uniformly random",
+    )
     t.add_argument("--seed", type=int, default=0, help="seed for random expansion and round-robin mapping")
     m = p.add_argument_group("mapping")
     m.add_argument("--functions", default="all", help="benchmark functions: all, python, nodejs, java or a comma list")
     m.add_argument("--input", choices=("A", "B"), default="A", help="input size of every function")
     m.add_argument("--mapping", choices=mapping.MODES, default="round-robin")
     m.add_argument("--mapping-file", type=Path, default=None, help="JSON {trace function: benchmark function}")
-    m.add_argument("--function-durations", type=Path, default=None,
-                   help="JSON {function: average ms} from `icebox-bench profile` (for --mapping duration*)")
+    m.add_argument(
+        "--function-durations",
+        type=Path,
+        default=None,
+        help="JSON {function: average ms} from `icebox-bench profile` (for --mapping duration*)",
+    )
     r = p.add_argument_group("timing")
     r.add_argument("--scale", type=float, default=1.0, help="scale factor: inter-arrival times are divided by it")
     r.add_argument("--warmup", default="0", help="warm-up at the start, excluded from results (e.g. 60s)")
     r.add_argument("--warmup-scale", type=float, default=None, help="scale factor during the warm-up (default --scale)")
     r.add_argument("--duration", default=None, help="measured replay time after the warm-up (e.g. 180s)")
-    r.add_argument("--drain-timeout", type=float, default=120.0,
-                   help="seconds to wait for answers after the last send (default 120)")
+    r.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait for answers after the last send (default 120)",
+    )
     p.add_argument("--out", type=Path, required=False, help="output directory (must be new or empty)")
     p.add_argument("--no-deploy", action="store_true", help="the functions are already deployed")
     p.add_argument("--dry-run", action="store_true", help="print the schedule's shape and exit")
@@ -70,16 +92,29 @@ def plan(args):
     specs = manifest.select(args.functions, manifest.load_all(args.functions_dir))
     lo, hi = parse_window(args.window) if args.window else (None, None)
     window = Window(lo, hi)
-    trace = open_trace(resolve_trace(args.trace), format=args.format, durations=args.durations,
-                       window=window, expansion=args.expansion, seed=args.seed)
+    trace = open_trace(
+        resolve_trace(args.trace),
+        format=args.format,
+        durations=args.durations,
+        window=window,
+        expansion=args.expansion,
+        seed=args.seed,
+    )
     if not trace.invocations:
         raise ValueError(f"the trace has no invocation in the window {args.window or '(whole trace)'}")
     bench_durations = None
     if args.function_durations:
         bench_durations = {k: float(v) for k, v in json.loads(args.function_durations.read_text()).items()}
     names = [s.name for s in specs]
-    mapped = mapping.map_functions(args.mapping, trace.functions, trace.durations_ms, names, seed=args.seed,
-                                   bench_durations=bench_durations, mapping_file=args.mapping_file)
+    mapped = mapping.map_functions(
+        args.mapping,
+        trace.functions,
+        trace.durations_ms,
+        names,
+        seed=args.seed,
+        bench_durations=bench_durations,
+        mapping_file=args.mapping_file,
+    )
     timeline = schedule.Timeline(
         origin_s=lo if lo is not None else trace.invocations[0].time_s,
         scale=args.scale,
@@ -97,7 +132,8 @@ def describe(trace, mapped: dict, sched: schedule.Schedule) -> str:
     length = sched.length_s()
     per_second = Counter(int(s.offset_s) for s in sched.items)
     lines = [
-        f"trace: {trace.format}, {len(trace.invocations)} invocations of {len(trace.functions)} functions in the window",
+        f"trace: {trace.format}, {len(trace.invocations)} invocations of {len(trace.functions)} functions"
+        " in the window",
         f"mapping: {len(mapped)} trace functions onto {len(set(mapped.values()))} benchmark functions",
         f"schedule: {len(sched.items)} invocations ({len(sched.measured)} measured) over {length:.1f} s, "
         f"mean {len(sched.items) / max(length, 1e-9):.1f}/s, peak {max(per_second.values())}/s in one second",
@@ -121,19 +157,33 @@ async def _replay(args, specs, trace, mapped, sched) -> int:
         if not args.no_deploy:
             await deploy_all(client, [by_name[n] for n in used], log=log)
         config = {
-            "command": command_line(), "kind": "replay",
-            "trace": {"format": trace.format, "sources": trace.sources, "window": args.window,
-                      "expansion": args.expansion, "seed": args.seed, "skipped": dict(trace.skipped)},
+            "command": command_line(),
+            "kind": "replay",
+            "trace": {
+                "format": trace.format,
+                "sources": trace.sources,
+                "window": args.window,
+                "expansion": args.expansion,
+                "seed": args.seed,
+                "skipped": dict(trace.skipped),
+            },
             "mapping": {"mode": args.mapping, "seed": args.seed, "functions": mapped},
-            "timeline": sched.timeline.__dict__, "input": args.input,
+            "timeline": sched.timeline.__dict__,
+            "input": args.input,
             "functions": {n: {"language": by_name[n].language, "kind": by_name[n].kind} for n in used},
-            "scheduled": len(sched.items), "dropped": sched.dropped,
+            "scheduled": len(sched.items),
+            "dropped": sched.dropped,
         }
         async with RunSession(client, run_dir, config, sample_period_s=args.sample_period, log=log) as session:
-            driver = OpenLoop(client, sched, session.invocations,
-                              params={n: by_name[n].input(args.input) for n in used},
-                              action_timeouts_ms={n: by_name[n].timeout_ms for n in used if by_name[n].timeout_ms},
-                              drain_timeout_s=args.drain_timeout, log=log)
+            driver = OpenLoop(
+                client,
+                sched,
+                session.invocations,
+                params={n: by_name[n].input(args.input) for n in used},
+                action_timeouts_ms={n: by_name[n].timeout_ms for n in used if by_name[n].timeout_ms},
+                drain_timeout_s=args.drain_timeout,
+                log=log,
+            )
             log(f"replaying into {run_dir.path} ...")
             result = await driver.run()
             session.result.update(result.to_json())

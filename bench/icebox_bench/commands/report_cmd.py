@@ -11,8 +11,12 @@ from .common import log
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("report", help="tables (markdown) and plots (PNG) comparing run directories")
     p.add_argument("dirs", metavar="DIR", nargs="+", type=Path)
-    p.add_argument("--out", type=Path, default=None,
-                   help="where to write report.md, metrics.json and the PNGs (default: DIR/report for one DIR)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where to write report.md, metrics.json and the PNGs (default: DIR/report for one DIR)",
+    )
     p.set_defaults(func=main)
 
 

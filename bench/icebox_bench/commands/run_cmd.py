@@ -22,8 +22,11 @@ from .common import add_connection, add_functions_dir, add_sample_period, comman
 def add_parser(subparsers) -> None:
     names = sorted(recipes.discover())
     p = subparsers.add_parser(
-        "run", help="run a named experiment (recipe)", add_help=False,
-        description=f"Run a recipe ({', '.join(names)}). `icebox-bench run RECIPE --help` lists its options.")
+        "run",
+        help="run a named experiment (recipe)",
+        add_help=False,
+        description=f"Run a recipe ({', '.join(names)}). `icebox-bench run RECIPE --help` lists its options.",
+    )
     p.add_argument("recipe", metavar="RECIPE", nargs="?", help=", ".join(names))
     # Everything after the name is parsed by the recipe's own parser (recipes may reuse names).
     p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -42,14 +45,30 @@ def recipe_parser(recipe: recipes.Recipe) -> argparse.ArgumentParser:
     return p
 
 
-async def _run(args, recipe: recipes.Recipe, settings: dict, run_dir: RunDir, apihost: str, auth: str,
-               own_daemon: bool, daemon_args: list[str], state_dir: Path | None = None) -> int:
+async def _run(
+    args,
+    recipe: recipes.Recipe,
+    settings: dict,
+    run_dir: RunDir,
+    apihost: str,
+    auth: str,
+    own_daemon: bool,
+    daemon_args: list[str],
+    state_dir: Path | None = None,
+) -> int:
     async with IceboxClient(apihost, auth) as client:
-        config = {"command": command_line(), "kind": "recipe", "recipe": recipe.name, "settings": settings,
-                  "own_daemon": own_daemon, "daemon_args": daemon_args if own_daemon else None}
+        config = {
+            "command": command_line(),
+            "kind": "recipe",
+            "recipe": recipe.name,
+            "settings": settings,
+            "own_daemon": own_daemon,
+            "daemon_args": daemon_args if own_daemon else None,
+        }
         async with RunSession(client, run_dir, config, sample_period_s=args.sample_period, log=log) as session:
-            ctx = recipes.RecipeContext(client, run_dir, session, settings, args.functions_dir, own_daemon, log,
-                                        state_dir)
+            ctx = recipes.RecipeContext(
+                client, run_dir, session, settings, args.functions_dir, own_daemon, log, state_dir
+            )
             summary = await recipe.run(ctx)
             run_dir.write_json("summary.json", summary)
     files = recipe.render(run_dir.path, summary)
@@ -68,12 +87,16 @@ def main(parsed: argparse.Namespace) -> int:
     settings = recipe.settings(args, config)
     run_dir = RunDir(args.out)
     if args.apihost:
-        return asyncio.run(_run(args, recipe, settings, run_dir, resolve_apihost(args.apihost),
-                                resolve_auth(args.auth), False, []))
+        return asyncio.run(
+            _run(args, recipe, settings, run_dir, resolve_apihost(args.apihost), resolve_auth(args.auth), False, [])
+        )
     daemon_args = recipe.daemon_args(config) + shlex.split(args.daemon_args)
     log(f"starting iceboxd {' '.join(daemon_args)} (log: {run_dir.file('iceboxd.log')})")
     with Daemon(daemon_args, log_path=run_dir.file("iceboxd.log")) as daemon:
-        code = asyncio.run(_run(args, recipe, settings, run_dir, daemon.apihost, daemon.auth, True, daemon_args,
-                                Path(daemon.state_dir)))
+        code = asyncio.run(
+            _run(
+                args, recipe, settings, run_dir, daemon.apihost, daemon.auth, True, daemon_args, Path(daemon.state_dir)
+            )
+        )
         log("stopping iceboxd")
     return code

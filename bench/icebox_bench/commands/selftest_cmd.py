@@ -31,15 +31,21 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("selftest-lag", help="measure the driver's schedule lag against a dummy server")
     p.add_argument("--rate", type=float, default=500.0, help="scheduled invocations per second (default 500)")
     p.add_argument("--seconds", type=float, default=10.0, help="length of the schedule (default 10)")
-    p.add_argument("--server-delay-ms", type=float, default=20.0,
-                   help="the dummy's answer time, so answers overlap later sends (default 20)")
+    p.add_argument(
+        "--server-delay-ms",
+        type=float,
+        default=20.0,
+        help="the dummy's answer time, so answers overlap later sends (default 20)",
+    )
     p.add_argument("--out", type=Path, default=None, help="keep the run directory here (default: a temp dir)")
     p.set_defaults(func=main)
 
 
 def _start_server(port: int, delay_ms: float) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "icebox_bench.dummy_server", "--port", str(port),
-                             "--delay-ms", str(delay_ms)], stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "icebox_bench.dummy_server", "--port", str(port), "--delay-ms", str(delay_ms)],
+        stdin=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -77,10 +83,22 @@ def main(args) -> int:
         if scratch is not None:
             scratch.cleanup()
     lag = result["lag_ms"]
-    print(json.dumps({"rate_per_s": args.rate, "seconds": args.seconds, "scheduled": result["scheduled"],
-                      "statuses": result["statuses"], "lag_ms": lag,
-                      "run_dir": str(args.out) if args.out else None}, indent=2))
+    print(
+        json.dumps(
+            {
+                "rate_per_s": args.rate,
+                "seconds": args.seconds,
+                "scheduled": result["scheduled"],
+                "statuses": result["statuses"],
+                "lag_ms": lag,
+                "run_dir": str(args.out) if args.out else None,
+            },
+            indent=2,
+        )
+    )
     ok = lag.get("p50") is not None and lag["p50"] <= TARGET_MEDIAN_MS
-    print(f"median schedule lag {lag.get('p50'):.3f} ms at {args.rate:g}/s: "
-          f"{'within' if ok else 'OVER'} the {TARGET_MEDIAN_MS:g} ms target")
+    print(
+        f"median schedule lag {lag.get('p50'):.3f} ms at {args.rate:g}/s: "
+        f"{'within' if ok else 'OVER'} the {TARGET_MEDIAN_MS:g} ms target"
+    )
     return 0 if ok else 1

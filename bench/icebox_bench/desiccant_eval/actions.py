@@ -43,8 +43,9 @@ def mode_action_body(spec: FunctionSpec, mode: str | None, memory_mb: int | None
     return body
 
 
-async def deploy_mode(client: IceboxClient, spec: FunctionSpec, action: str, mode: str | None,
-                      memory_mb: int | None = None) -> dict:
+async def deploy_mode(
+    client: IceboxClient, spec: FunctionSpec, action: str, mode: str | None, memory_mb: int | None = None
+) -> dict:
     """Create or update `action` (a new version: no older instance serves it)."""
     return await put_body(client, action, mode_action_body(spec, mode, memory_mb), f"{spec.name} as {action}")
 
@@ -75,12 +76,13 @@ def check_mode(view: dict, mode: str) -> None:
     """The daemon must report the mode the action asked for (older daemons report none)."""
     reported = view.get("reclaim_mode")
     if reported and reported != mode:
-        raise ProtocolError(f"instance {view.get('id')} runs in reclaim mode {reported!r}, not {mode!r}: "
-                            f"the daemon ignored the {RECLAIM_ANNOTATION} annotation")
+        raise ProtocolError(
+            f"instance {view.get('id')} runs in reclaim mode {reported!r}, not {mode!r}: "
+            f"the daemon ignored the {RECLAIM_ANNOTATION} annotation"
+        )
 
 
-async def reclaim(client: IceboxClient, instance: str, variant: str | None = None, *,
-                  busy_retries: int = 20) -> dict:
+async def reclaim(client: IceboxClient, instance: str, variant: str | None = None, *, busy_retries: int = 20) -> dict:
     """Reclaim one idle instance now; returns the daemon's report. A 409 (busy: the policy is
     reclaiming it, or a straggling invocation) is retried briefly."""
     params = {"variant": variant} if variant else None
@@ -111,5 +113,6 @@ async def wait_gone(client: IceboxClient, instances, timeout_s: float = 30.0) ->
         if not wanted & alive:
             return
         await asyncio.sleep(_POLL_S)
-    raise ProtocolError(f"instances {sorted(wanted & alive)} were still alive {timeout_s:.0f} s after "
-                        "their actions were deleted")
+    raise ProtocolError(
+        f"instances {sorted(wanted & alive)} were still alive {timeout_s:.0f} s after their actions were deleted"
+    )

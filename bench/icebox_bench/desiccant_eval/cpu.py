@@ -60,7 +60,7 @@ def proc_stat_seconds(text: str) -> tuple[float, float]:
     """(own utime + stime, reaped children's cutime + cstime) in seconds, from /proc/PID/stat.
     The command name (field 2) may hold spaces and parentheses: fields are counted after the
     last ')'."""
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     # After the name: state is field 3, utime 14, stime 15, cutime 16, cstime 17.
     utime, stime, cutime, cstime = (int(fields[i]) for i in (11, 12, 13, 14))
     return (utime + stime) / _CLK_TCK, (cutime + cstime) / _CLK_TCK
@@ -92,7 +92,7 @@ class CpuacctGroup:
         self.path.mkdir()
 
     @classmethod
-    def create(cls) -> "CpuacctGroup | None":
+    def create(cls) -> CpuacctGroup | None:
         mount = cpuacct_mount()
         if mount is None or not os.access(mount, os.W_OK):
             return None
@@ -191,8 +191,13 @@ class CpuSampler:
             machine = machine_busy_seconds(Path("/proc/stat").read_text())
         except (OSError, ValueError, IceboxError):
             return None
-        record = {"t_ms": round(time.time() * 1000.0, 3), "method": self.method,
-                  "total_s": round(total, 6), "daemon_s": round(own[0], 6), "machine_s": round(machine, 3)}
+        record = {
+            "t_ms": round(time.time() * 1000.0, 3),
+            "method": self.method,
+            "total_s": round(total, 6),
+            "daemon_s": round(own[0], 6),
+            "machine_s": round(machine, 3),
+        }
         self.samples.append(record)
         self.writer.write(record)
         return record
@@ -247,6 +252,11 @@ def window_cpu(samples: list[dict], start_ms: float, end_ms: float) -> dict | No
     total, daemon = used("total_s"), used("daemon_s")
     window_s = (end_ms - start_ms) / 1000.0
     other = (used("machine_s") - total) / window_s if all("machine_s" in s for s in samples) else None
-    return {"method": samples[-1].get("method"), "total_s": round(total, 3), "daemon_s": round(daemon, 3),
-            "instances_s": round(total - daemon, 3), "cores": round(total / window_s, 4),
-            "other_cores": None if other is None else round(max(0.0, other), 4)}
+    return {
+        "method": samples[-1].get("method"),
+        "total_s": round(total, 3),
+        "daemon_s": round(daemon, 3),
+        "instances_s": round(total - daemon, 3),
+        "cores": round(total / window_s, 4),
+        "other_cores": None if other is None else round(max(0.0, other), 4),
+    }

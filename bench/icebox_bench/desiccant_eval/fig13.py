@@ -28,8 +28,14 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def variant_entry(before_ms: list[float], after_ms: list[float], *, before_latency_ms: list[float],
-                  after_latency_ms: list[float], report: dict) -> dict:
+def variant_entry(
+    before_ms: list[float],
+    after_ms: list[float],
+    *,
+    before_latency_ms: list[float],
+    after_latency_ms: list[float],
+    report: dict,
+) -> dict:
     """One (function, variant) of summary.json: the windows' execution times (ms) and the reclaim."""
     before, after = mean(before_ms), mean(after_ms)
     if before <= 0:
@@ -55,16 +61,21 @@ def by_language(functions: dict[str, dict]) -> dict[str, dict]:
         for variant, v in entry["variants"].items():
             groups.setdefault(entry["language"], {}).setdefault(variant, []).append(v["slowdown"])
     return {
-        language: {variant: {"mean_slowdown": round(mean(s), 4), "max_slowdown": round(max(s), 4), "functions": len(s)}
-                   for variant, s in sorted(variants.items())}
+        language: {
+            variant: {"mean_slowdown": round(mean(s), 4), "max_slowdown": round(max(s), 4), "functions": len(s)}
+            for variant, s in sorted(variants.items())
+        }
         for language, variants in sorted(groups.items())
     }
 
 
 def mean_default_slowdown(functions: dict[str, dict]) -> float | None:
     """The headline: mean over functions of the slowdown with their runtime's default variant."""
-    values = [f["variants"][f["default_variant"]]["slowdown"] for f in functions.values()
-              if f.get("default_variant") in f["variants"]]
+    values = [
+        f["variants"][f["default_variant"]]["slowdown"]
+        for f in functions.values()
+        if f.get("default_variant") in f["variants"]
+    ]
     return round(mean(values), 4) if values else None
 
 

@@ -23,20 +23,52 @@ def function_table(summary: dict) -> str:
     for name, f in _ordered(summary):
         for variant, v in f["variants"].items():
             label = variant + (" (default)" if variant == f.get("default_variant") else "")
-            rows.append([name, LANGUAGE_LABEL.get(f["language"], f["language"]), label, fmt(v["before_ms"]),
-                         fmt(v["after_ms"]), pct(v["slowdown"]), pct(v.get("median_slowdown")),
-                         fmt(v["first_after_ms"]), pct(v["latency_slowdown"]),
-                         fmt(v["freed_mb"]), fmt(v["reclaim_cpu_ms"])])
-    return markdown_table(["function", "language", "variant", "before (ms)", "after (ms)", "slowdown",
-                           "slowdown of medians", "1st after (ms)", "slowdown, client latency", "freed (MiB)", "reclaim CPU (ms)"], rows)
+            rows.append(
+                [
+                    name,
+                    LANGUAGE_LABEL.get(f["language"], f["language"]),
+                    label,
+                    fmt(v["before_ms"]),
+                    fmt(v["after_ms"]),
+                    pct(v["slowdown"]),
+                    pct(v.get("median_slowdown")),
+                    fmt(v["first_after_ms"]),
+                    pct(v["latency_slowdown"]),
+                    fmt(v["freed_mb"]),
+                    fmt(v["reclaim_cpu_ms"]),
+                ]
+            )
+    return markdown_table(
+        [
+            "function",
+            "language",
+            "variant",
+            "before (ms)",
+            "after (ms)",
+            "slowdown",
+            "slowdown of medians",
+            "1st after (ms)",
+            "slowdown, client latency",
+            "freed (MiB)",
+            "reclaim CPU (ms)",
+        ],
+        rows,
+    )
 
 
 def language_table(summary: dict) -> str:
     rows = []
     for language, variants in summary["by_language"].items():
         for variant, g in variants.items():
-            rows.append([LANGUAGE_LABEL.get(language, language), variant, str(g["functions"]),
-                         pct(g["mean_slowdown"]), pct(g["max_slowdown"])])
+            rows.append(
+                [
+                    LANGUAGE_LABEL.get(language, language),
+                    variant,
+                    str(g["functions"]),
+                    pct(g["mean_slowdown"]),
+                    pct(g["max_slowdown"]),
+                ]
+            )
     return markdown_table(["language", "variant", "functions", "mean slowdown", "max slowdown"], rows)
 
 
@@ -68,15 +100,24 @@ def render(out: Path, summary: dict, failed: dict) -> list[Path]:
     png = plot(summary, out / "fig13_slowdown.png")
     runs = summary["runs"]
     text = [
-        "# Desiccant Fig. 13: execution time after a reclaim", "",
+        "# Desiccant Fig. 13: execution time after a reclaim",
+        "",
         f"Per function and variant: a fresh instance ran {runs['before']} invocations, was reclaimed, then ran "
         f"{runs['window']} more; before = mean execution time (the activation's duration) of the last "
         f"{runs['window']} before the reclaim, after = of the {runs['window']} after it. Every compared "
-        "invocation started from a frozen instance.", "",
+        "invocation started from a frozen instance.",
+        "",
         f"Mean slowdown with each runtime's default variant: **{pct(summary['mean_slowdown_default'])}** "
-        f"(paper: {pct(PAPER_MEAN_SLOWDOWN)}; target ≤ {pct(TARGET_MEAN_SLOWDOWN)}).", "",
-        "## Per language and variant", "", language_table(summary), "",
-        "## Per function", "", function_table(summary), "",
+        f"(paper: {pct(PAPER_MEAN_SLOWDOWN)}; target ≤ {pct(TARGET_MEAN_SLOWDOWN)}).",
+        "",
+        "## Per language and variant",
+        "",
+        language_table(summary),
+        "",
+        "## Per function",
+        "",
+        function_table(summary),
+        "",
     ]
     if failed:
         text += ["## Not measured", ""] + [f"- {name}: {why}" for name, why in sorted(failed.items())] + [""]

@@ -31,9 +31,19 @@ def action_name(function: str, label: str) -> str:
     return f"desiccant-fig13.{function}.{label}"
 
 
-async def _one_pass(client: IceboxClient, spec: FunctionSpec, variant: str | None, before_runs: int, window: int,
-                    params: dict, *, invocations: JsonlWriter, reclaims: JsonlWriter, log,
-                    pause_s: float = 0.0) -> tuple[str, dict]:
+async def _one_pass(
+    client: IceboxClient,
+    spec: FunctionSpec,
+    variant: str | None,
+    before_runs: int,
+    window: int,
+    params: dict,
+    *,
+    invocations: JsonlWriter,
+    reclaims: JsonlWriter,
+    log,
+    pause_s: float = 0.0,
+) -> tuple[str, dict]:
     label = variant or "default"
     action = action_name(spec.name, label)
 
@@ -42,54 +52,109 @@ async def _one_pass(client: IceboxClient, spec: FunctionSpec, variant: str | Non
         async def hook(i: int, fields: dict, record: dict) -> None:
             if i >= first:
                 await wait_frozen(client, record["instance"])
+
         return hook
 
     try:
         await deploy_mode(client, spec, action, "desiccant")
         log(f"{spec.name} [{label}]: {before_runs} invocations, reclaim, {window} more")
         tags = {"variant": label}
-        before = await run_loop(client, action, params, before_runs, invocations=invocations,
-                                timeout_ms=spec.timeout_ms, function=spec.name, tags={**tags, "phase": "before"},
-                                after_exit=frozen_from(before_runs - window), log=log)
+        before = await run_loop(
+            client,
+            action,
+            params,
+            before_runs,
+            invocations=invocations,
+            timeout_ms=spec.timeout_ms,
+            function=spec.name,
+            tags={**tags, "phase": "before"},
+            after_exit=frozen_from(before_runs - window),
+            log=log,
+        )
         instance = before[0]["instance"]
         await wait_frozen(client, instance)
         report = await reclaim(client, instance, variant)
         reclaims.write({"function": spec.name, "requested_variant": variant, **report})
         await wait_frozen(client, instance)
         await asyncio.sleep(pause_s)
-        after = await run_loop(client, action, params, window, invocations=invocations, timeout_ms=spec.timeout_ms,
-                               function=spec.name, tags={**tags, "phase": "after"},
-                               after_exit=frozen_from(0), log=log)
+        after = await run_loop(
+            client,
+            action,
+            params,
+            window,
+            invocations=invocations,
+            timeout_ms=spec.timeout_ms,
+            function=spec.name,
+            tags={**tags, "phase": "after"},
+            after_exit=frozen_from(0),
+            log=log,
+        )
         if after[0]["instance"] != instance:
-            raise ProtocolError(f"{action}: the invocations after the reclaim ran on {after[0]['instance']}, "
-                                f"not the reclaimed {instance} (evicted?)")
+            raise ProtocolError(
+                f"{action}: the invocations after the reclaim ran on {after[0]['instance']}, "
+                f"not the reclaimed {instance} (evicted?)"
+            )
     finally:
         await delete_quietly(client, [action], log)
     last = before[-window:]
-    entry = fig13.variant_entry([r["duration_ms"] for r in last], [r["duration_ms"] for r in after],
-                                before_latency_ms=[r["latency_ms"] for r in last],
-                                after_latency_ms=[r["latency_ms"] for r in after], report=report)
+    entry = fig13.variant_entry(
+        [r["duration_ms"] for r in last],
+        [r["duration_ms"] for r in after],
+        before_latency_ms=[r["latency_ms"] for r in last],
+        after_latency_ms=[r["latency_ms"] for r in after],
+        report=report,
+    )
     return str(report.get("variant") or label), entry
 
 
-async def measure_function(client: IceboxClient, spec: FunctionSpec, variants: list[str], before_runs: int,
-                           window: int, size: str, *, invocations: JsonlWriter, reclaims: JsonlWriter,
-                           log=print, pause_s: float = 0.0) -> dict:
+async def measure_function(
+    client: IceboxClient,
+    spec: FunctionSpec,
+    variants: list[str],
+    before_runs: int,
+    window: int,
+    size: str,
+    *,
+    invocations: JsonlWriter,
+    reclaims: JsonlWriter,
+    log=print,
+    pause_s: float = 0.0,
+) -> dict:
     """{"language", "default_variant", "variants": {name: entry}}; raises ProtocolError."""
     if window < 1 or before_runs < window:
         raise ValueError("the window must be at least 1 and at most the invocations before the reclaim")
     params = spec.input(size)
     out: dict = {"language": spec.language, "default_variant": None, "variants": {}}
     try:
-        default, entry = await _one_pass(client, spec, None, before_runs, window, params,
-                                         invocations=invocations, reclaims=reclaims, log=log, pause_s=pause_s)
+        default, entry = await _one_pass(
+            client,
+            spec,
+            None,
+            before_runs,
+            window,
+            params,
+            invocations=invocations,
+            reclaims=reclaims,
+            log=log,
+            pause_s=pause_s,
+        )
         out["default_variant"] = default
         out["variants"][default] = entry
         for variant in variants:
             if variant in out["variants"]:
                 continue
-            name, entry = await _one_pass(client, spec, variant, before_runs, window, params,
-                                          invocations=invocations, reclaims=reclaims, log=log, pause_s=pause_s)
+            name, entry = await _one_pass(
+                client,
+                spec,
+                variant,
+                before_runs,
+                window,
+                params,
+                invocations=invocations,
+                reclaims=reclaims,
+                log=log,
+                pause_s=pause_s,
+            )
             out["variants"][name] = entry
     except (IceboxError, LoopError) as e:
         raise ProtocolError(str(e)) from None

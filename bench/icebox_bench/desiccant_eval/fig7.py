@@ -44,8 +44,8 @@ def function_entry(language: str, *, vanilla: int, eager: int, desiccant: int, i
     """The summary.json entry of one function, from bytes (exactly the issue's keys)."""
     values = (vanilla, eager, desiccant, ideal)
     if any(v <= 0 for v in values):
-        raise ValueError(f"a memory figure is not positive: {dict(zip(KEYS, values))}")
-    return {"language": language, **{k: mib(v) for k, v in zip(KEYS, values)}}
+        raise ValueError(f"a memory figure is not positive: {dict(zip(KEYS, values, strict=True))}")
+    return {"language": language, **{k: mib(v) for k, v in zip(KEYS, values, strict=True)}}
 
 
 def ratios(entry: dict) -> dict:
@@ -92,8 +92,9 @@ def aggregates(functions: dict[str, dict]) -> dict[str, dict]:
                 "eager_over_desiccant": round(means["eager_uss_mb"] / means["desiccant_uss_mb"], 4),
                 "desiccant_over_ideal": round(means["desiccant_uss_mb"] / means["ideal_uss_mb"], 4),
             },
-            "geometric_mean": {k: round(math.exp(sum(math.log(r[k]) for r in per_function) / len(per_function)), 4)
-                               for k in RATIOS},
+            "geometric_mean": {
+                k: round(math.exp(sum(math.log(r[k]) for r in per_function) / len(per_function)), 4) for k in RATIOS
+            },
         }
     return out
 
@@ -104,12 +105,23 @@ def targets(summary_: dict) -> list[dict]:
     for language, g in summary_["by_language"].items():
         want = TARGET_VANILLA_OVER_DESICCANT.get(language)
         if want is not None:
-            rows.append({"language": language, "target": f"vanilla/desiccant >= {want}",
-                         "value": g["vanilla_over_desiccant"], "met": g["vanilla_over_desiccant"] >= want})
+            rows.append(
+                {
+                    "language": language,
+                    "target": f"vanilla/desiccant >= {want}",
+                    "value": g["vanilla_over_desiccant"],
+                    "met": g["vanilla_over_desiccant"] >= want,
+                }
+            )
         if language in TARGET_VANILLA_OVER_DESICCANT:
-            rows.append({"language": language, "target": f"desiccant/ideal <= {TARGET_DESICCANT_OVER_IDEAL}",
-                         "value": g["desiccant_over_ideal"],
-                         "met": g["desiccant_over_ideal"] <= TARGET_DESICCANT_OVER_IDEAL})
+            rows.append(
+                {
+                    "language": language,
+                    "target": f"desiccant/ideal <= {TARGET_DESICCANT_OVER_IDEAL}",
+                    "value": g["desiccant_over_ideal"],
+                    "met": g["desiccant_over_ideal"] <= TARGET_DESICCANT_OVER_IDEAL,
+                }
+            )
     return rows
 
 

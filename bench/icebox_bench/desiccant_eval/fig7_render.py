@@ -13,8 +13,12 @@ from ..frozen_garbage.render import LANGUAGE_LABEL  # noqa: E402
 from ..report.tables import fmt, markdown_table  # noqa: E402
 from . import fig7  # noqa: E402
 
-BARS = (("vanilla_uss_mb", "vanilla"), ("eager_uss_mb", "eager GC"), ("desiccant_uss_mb", "desiccant"),
-        ("ideal_uss_mb", "ideal"))
+BARS = (
+    ("vanilla_uss_mb", "vanilla"),
+    ("eager_uss_mb", "eager GC"),
+    ("desiccant_uss_mb", "desiccant"),
+    ("ideal_uss_mb", "ideal"),
+)
 
 
 def _ordered(summary: dict) -> list[tuple[str, dict]]:
@@ -25,12 +29,30 @@ def function_table(summary: dict) -> str:
     rows = []
     for name, f in _ordered(summary):
         r = fig7.ratios(f)
-        rows.append([name, LANGUAGE_LABEL.get(f["language"], f["language"]),
-                     *[fmt(f[k]) for k, _ in BARS],
-                     fmt(r["vanilla_over_desiccant"], 2), fmt(r["eager_over_desiccant"], 2),
-                     fmt(r["desiccant_over_ideal"], 2)])
-    return markdown_table(["function", "language", "vanilla (MiB)", "eager (MiB)", "desiccant (MiB)", "ideal (MiB)",
-                           "vanilla / desiccant", "eager / desiccant", "desiccant / ideal"], rows)
+        rows.append(
+            [
+                name,
+                LANGUAGE_LABEL.get(f["language"], f["language"]),
+                *[fmt(f[k]) for k, _ in BARS],
+                fmt(r["vanilla_over_desiccant"], 2),
+                fmt(r["eager_over_desiccant"], 2),
+                fmt(r["desiccant_over_ideal"], 2),
+            ]
+        )
+    return markdown_table(
+        [
+            "function",
+            "language",
+            "vanilla (MiB)",
+            "eager (MiB)",
+            "desiccant (MiB)",
+            "ideal (MiB)",
+            "vanilla / desiccant",
+            "eager / desiccant",
+            "desiccant / ideal",
+        ],
+        rows,
+    )
 
 
 def language_table(summary: dict, details: dict | None = None) -> str:
@@ -46,13 +68,29 @@ def language_table(summary: dict, details: dict | None = None) -> str:
             cells.append(fmt(g[key], 2) + (f" ({fmt(paper[key], 2)})" if key in paper else ""))
         cells.append(fmt(heap_only[language], 2) if language in heap_only else "")
         rows.append(cells)
-    return markdown_table(["language", "functions", "vanilla / desiccant (paper)", "eager / desiccant (paper)",
-                           "desiccant / ideal (paper)", "desiccant / heap-only ideal"], rows)
+    return markdown_table(
+        [
+            "language",
+            "functions",
+            "vanilla / desiccant (paper)",
+            "eager / desiccant (paper)",
+            "desiccant / ideal (paper)",
+            "desiccant / heap-only ideal",
+        ],
+        rows,
+    )
 
 
 def targets_table(summary: dict) -> str:
-    rows = [[LANGUAGE_LABEL.get(t["language"], t["language"]), t["target"], fmt(t["value"], 2),
-             "met" if t["met"] else "missed"] for t in fig7.targets(summary)]
+    rows = [
+        [
+            LANGUAGE_LABEL.get(t["language"], t["language"]),
+            t["target"],
+            fmt(t["value"], 2),
+            "met" if t["met"] else "missed",
+        ]
+        for t in fig7.targets(summary)
+    ]
     return markdown_table(["language", "target (issue 4)", "measured", ""], rows)
 
 
@@ -60,9 +98,14 @@ def bar_plot(summary: dict, path: Path) -> Path:
     languages = list(summary["by_language"])
     groups = {lang: [(n, f) for n, f in _ordered(summary) if f["language"] == lang] for lang in languages}
     widths = [max(2, len(groups[lang])) for lang in languages]
-    fig, axes = plt.subplots(1, len(languages), figsize=(max(6.0, 0.55 * sum(widths) + 2), 4.2),
-                             gridspec_kw={"width_ratios": widths}, squeeze=False)
-    for ax, lang in zip(axes[0], languages):
+    fig, axes = plt.subplots(
+        1,
+        len(languages),
+        figsize=(max(6.0, 0.55 * sum(widths) + 2), 4.2),
+        gridspec_kw={"width_ratios": widths},
+        squeeze=False,
+    )
+    for ax, lang in zip(axes[0], languages, strict=True):
         items = groups[lang]
         xs = range(len(items))
         for i, (key, label) in enumerate(BARS):
@@ -87,16 +130,27 @@ def render(out: Path, summary: dict, details: dict) -> list[Path]:
     failed = details.get("failed") or {}
     method = details.get("method", {})
     text = [
-        "# Desiccant Fig. 7: memory after repeated executions, per mode", "",
+        "# Desiccant Fig. 7: memory after repeated executions, per mode",
+        "",
         f"Per function, one instance per mode ran {method.get('iterations', '?')} invocations "
         f"(input {method.get('input', '?')}) and was frozen; USS then. Desiccant = the desiccant-mode "
         "instance after an explicit reclaim (the runtime's default variant). Ideal = start-up USS + the "
         "live heap beyond a bare runtime's; the heap-only ideal (the paper's reading) = the frozen vanilla "
         "instance less the heap it holds beyond its live objects. Per-language figures are means of the "
-        "per-function ratios; the paper's in parentheses (Desiccant §5.2). See docs/bench.md.", "",
-        "## Per language", "", language_table(summary, details), "",
-        "## Targets", "", targets_table(summary), "",
-        "## Per function", "", function_table(summary), "",
+        "per-function ratios; the paper's in parentheses (Desiccant §5.2). See docs/bench.md.",
+        "",
+        "## Per language",
+        "",
+        language_table(summary, details),
+        "",
+        "## Targets",
+        "",
+        targets_table(summary),
+        "",
+        "## Per function",
+        "",
+        function_table(summary),
+        "",
     ]
     if failed:
         text += ["## Not measured", ""] + [f"- {name}: {why}" for name, why in sorted(failed.items())] + [""]

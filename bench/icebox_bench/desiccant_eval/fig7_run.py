@@ -40,10 +40,10 @@ class Measurement:
     function: str
     language: str
     baseline_live_bytes: int = 0
-    frozen: dict = field(default_factory=dict)          # mode -> {uss, pss, rss, swap} once frozen
+    frozen: dict = field(default_factory=dict)  # mode -> {uss, pss, rss, swap} once frozen
     desiccant_before: dict = field(default_factory=dict)
     reclaim_report: dict = field(default_factory=dict)
-    runtime_ready: dict = field(default_factory=dict)   # memory of the vanilla instance's runtime_ready
+    runtime_ready: dict = field(default_factory=dict)  # memory of the vanilla instance's runtime_ready
     init_done: dict | None = None
     live_bytes: int = 0
     stats: dict = field(default_factory=dict)
@@ -70,9 +70,13 @@ class Measurement:
         return max(self.ideal(measure), self.frozen["vanilla"][measure] - free_heap)
 
     def summary_entry(self) -> dict:
-        return fig7.function_entry(self.language, vanilla=self.frozen["vanilla"]["uss"],
-                                   eager=self.frozen["eager"]["uss"], desiccant=self.frozen["desiccant"]["uss"],
-                                   ideal=self.ideal("uss"))
+        return fig7.function_entry(
+            self.language,
+            vanilla=self.frozen["vanilla"]["uss"],
+            eager=self.frozen["eager"]["uss"],
+            desiccant=self.frozen["desiccant"]["uss"],
+            ideal=self.ideal("uss"),
+        )
 
     def details(self) -> dict:
         """Everything measured, for details.json (bytes unless the key says otherwise)."""
@@ -106,15 +110,35 @@ async def _startup_memory(events: EventFollower, instance: str) -> tuple[dict, d
     return memory, (init_done or {}).get("memory")
 
 
-async def _run_mode(client: IceboxClient, events: EventFollower, spec: FunctionSpec, mode: str, m: Measurement, *,
-                    iterations: int, params: dict, invocations: JsonlWriter,
-                    exits: JsonlWriter, log) -> None:
+async def _run_mode(
+    client: IceboxClient,
+    events: EventFollower,
+    spec: FunctionSpec,
+    mode: str,
+    m: Measurement,
+    *,
+    iterations: int,
+    params: dict,
+    invocations: JsonlWriter,
+    exits: JsonlWriter,
+    log,
+) -> None:
     action = action_name(spec.name, mode)
     try:
         await deploy_mode(client, spec, action, mode)
         log(f"{spec.name}: {mode} instance, {iterations} invocations")
-        records = await run_loop(client, action, params, iterations, invocations=invocations, exits=exits,
-                                 timeout_ms=spec.timeout_ms, function=spec.name, tags={"phase": mode}, log=log)
+        records = await run_loop(
+            client,
+            action,
+            params,
+            iterations,
+            invocations=invocations,
+            exits=exits,
+            timeout_ms=spec.timeout_ms,
+            function=spec.name,
+            tags={"phase": mode},
+            log=log,
+        )
         instance = records[0]["instance"]
         m.instances[mode] = instance
         m.mean_latency_ms[mode] = sum(r["latency_ms"] for r in records) / len(records)
@@ -135,23 +159,49 @@ async def _run_mode(client: IceboxClient, events: EventFollower, spec: FunctionS
             m.reclaim_report = await reclaim(client, instance)
             after = await wait_frozen(client, instance)
             frozen = memory_of(after)
-            exits.write({"function": spec.name, "phase": "desiccant-reclaimed", "instance": instance, **frozen,
-                         "reclaim": m.reclaim_report})
+            exits.write(
+                {
+                    "function": spec.name,
+                    "phase": "desiccant-reclaimed",
+                    "instance": instance,
+                    **frozen,
+                    "reclaim": m.reclaim_report,
+                }
+            )
         m.frozen[mode] = frozen
     finally:
         await delete_quietly(client, [action], log)
 
 
-async def measure_function(client: IceboxClient, events: EventFollower, spec: FunctionSpec, iterations: int,
-                           size: str, *, baseline_live_bytes: int, invocations: JsonlWriter,
-                           exits: JsonlWriter, log=print) -> Measurement:
+async def measure_function(
+    client: IceboxClient,
+    events: EventFollower,
+    spec: FunctionSpec,
+    iterations: int,
+    size: str,
+    *,
+    baseline_live_bytes: int,
+    invocations: JsonlWriter,
+    exits: JsonlWriter,
+    log=print,
+) -> Measurement:
     """Raises ProtocolError (with the failed step) when the function cannot be measured."""
     m = Measurement(spec.name, spec.language, baseline_live_bytes=baseline_live_bytes)
     params = spec.input(size)
     try:
         for mode in ("vanilla", "eager", "desiccant"):
-            await _run_mode(client, events, spec, mode, m, iterations=iterations, params=params,
-                            invocations=invocations, exits=exits, log=log)
+            await _run_mode(
+                client,
+                events,
+                spec,
+                mode,
+                m,
+                iterations=iterations,
+                params=params,
+                invocations=invocations,
+                exits=exits,
+                log=log,
+            )
     except (IceboxError, LoopError) as e:
         raise ProtocolError(str(e)) from None
     return m

@@ -30,11 +30,14 @@ def point(instances: int, vanilla: list[dict], desiccant: list[dict]) -> dict:
     v, d = mean_per_instance(vanilla), mean_per_instance(desiccant)
     if d["rss_mb"] <= 0 or d["pss_mb"] <= 0:
         raise ValueError("a desiccant memory figure is not positive")
-    return {"instances": instances, "vanilla": v, "desiccant": d,
-            "rss_improvement": round(v["rss_mb"] / d["rss_mb"], 4),
-            "pss_improvement": round(v["pss_mb"] / d["pss_mb"], 4)}
+    return {
+        "instances": instances,
+        "vanilla": v,
+        "desiccant": d,
+        "rss_improvement": round(v["rss_mb"] / d["rss_mb"], 4),
+        "pss_improvement": round(v["pss_mb"] / d["pss_mb"], 4),
+    }
 
 
 def summary(function: str, iterations: int, points: list[dict]) -> dict:
-    return {"function": function, "iterations": iterations,
-            "points": sorted(points, key=lambda p: p["instances"])}
+    return {"function": function, "iterations": iterations, "points": sorted(points, key=lambda p: p["instances"])}

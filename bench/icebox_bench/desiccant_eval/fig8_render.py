@@ -17,11 +17,33 @@ def table(summary: dict) -> str:
     rows = []
     for p in summary["points"]:
         v, d = p["vanilla"], p["desiccant"]
-        rows.append([str(p["instances"]), fmt(v["rss_mb"]), fmt(d["rss_mb"]), fmt(p["rss_improvement"], 2),
-                     fmt(v["pss_mb"]), fmt(d["pss_mb"]), fmt(p["pss_improvement"], 2),
-                     fmt(v["uss_mb"]), fmt(d["uss_mb"])])
-    return markdown_table(["instances", "vanilla RSS", "desiccant RSS", "RSS improvement", "vanilla PSS",
-                           "desiccant PSS", "PSS improvement", "vanilla USS", "desiccant USS"], rows)
+        rows.append(
+            [
+                str(p["instances"]),
+                fmt(v["rss_mb"]),
+                fmt(d["rss_mb"]),
+                fmt(p["rss_improvement"], 2),
+                fmt(v["pss_mb"]),
+                fmt(d["pss_mb"]),
+                fmt(p["pss_improvement"], 2),
+                fmt(v["uss_mb"]),
+                fmt(d["uss_mb"]),
+            ]
+        )
+    return markdown_table(
+        [
+            "instances",
+            "vanilla RSS",
+            "desiccant RSS",
+            "RSS improvement",
+            "vanilla PSS",
+            "desiccant PSS",
+            "PSS improvement",
+            "vanilla USS",
+            "desiccant USS",
+        ],
+        rows,
+    )
 
 
 def plot(summary: dict, path: Path) -> Path:
@@ -58,12 +80,17 @@ def render(out: Path, summary: dict) -> list[Path]:
         return []
     png = plot(summary, out / "fig8_rss_pss.png")
     text = [
-        f"# Desiccant Fig. 8: per-instance RSS and PSS of {summary['function']}", "",
+        f"# Desiccant Fig. 8: per-instance RSS and PSS of {summary['function']}",
+        "",
         f"k instances, each after {summary['iterations']} invocations and frozen; desiccant: every instance "
         "of the set reclaimed (runtime default variant, library page-out included) with all k alive. "
         f"MiB per instance, mean over the k. The paper: {PAPER_ONE_INSTANCE_IMPROVEMENT}× for RSS and PSS "
-        "with one instance; with more, RSS per instance stays and PSS approaches USS.", "",
-        table(summary), "", f"![RSS and PSS]({png.name})", "",
+        "with one instance; with more, RSS per instance stays and PSS approaches USS.",
+        "",
+        table(summary),
+        "",
+        f"![RSS and PSS]({png.name})",
+        "",
     ]
     (out / "desiccant-fig8.md").write_text("\n".join(text))
     return [out / "desiccant-fig8.md", png]

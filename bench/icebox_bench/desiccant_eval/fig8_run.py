@@ -29,31 +29,61 @@ def action_name(function: str, mode: str, index: int) -> str:
     return f"desiccant-fig8.{function}.{mode}.{index}"
 
 
-async def _start(client: IceboxClient, spec: FunctionSpec, mode: str, index: int, iterations: int, params: dict, *,
-                 invocations: JsonlWriter, log) -> str:
+async def _start(
+    client: IceboxClient,
+    spec: FunctionSpec,
+    mode: str,
+    index: int,
+    iterations: int,
+    params: dict,
+    *,
+    invocations: JsonlWriter,
+    log,
+) -> str:
     """Deploy one more action and run its n invocations; returns its instance."""
     action = action_name(spec.name, mode, index)
     await deploy_mode(client, spec, action, mode)
-    records = await run_loop(client, action, params, iterations, invocations=invocations, timeout_ms=spec.timeout_ms,
-                             function=spec.name, tags={"phase": mode, "index": index}, log=log)
+    records = await run_loop(
+        client,
+        action,
+        params,
+        iterations,
+        invocations=invocations,
+        timeout_ms=spec.timeout_ms,
+        function=spec.name,
+        tags={"phase": mode, "index": index},
+        log=log,
+    )
     view = await wait_frozen(client, records[0]["instance"])
     check_mode(view, mode)
     return records[0]["instance"]
 
 
-async def _measure_all(client: IceboxClient, instances: list[str], mode: str, k: int, exits: JsonlWriter,
-                       function: str) -> list[dict]:
+async def _measure_all(
+    client: IceboxClient, instances: list[str], mode: str, k: int, exits: JsonlWriter, function: str
+) -> list[dict]:
     memories = []
     for index, instance in enumerate(instances, start=1):
         memory = memory_of(await wait_frozen(client, instance))
-        exits.write({"function": function, "phase": mode, "instances": k, "index": index, "instance": instance,
-                     **memory})
+        exits.write(
+            {"function": function, "phase": mode, "instances": k, "index": index, "instance": instance, **memory}
+        )
         memories.append(memory)
     return memories
 
 
-async def measure(client: IceboxClient, spec: FunctionSpec, max_instances: int, iterations: int, size: str, *,
-                  invocations: JsonlWriter, exits: JsonlWriter, reclaims: JsonlWriter, log=print) -> dict:
+async def measure(
+    client: IceboxClient,
+    spec: FunctionSpec,
+    max_instances: int,
+    iterations: int,
+    size: str,
+    *,
+    invocations: JsonlWriter,
+    exits: JsonlWriter,
+    reclaims: JsonlWriter,
+    log=print,
+) -> dict:
     """{"vanilla": {k: [memory per instance]}, "desiccant": {k: [...]}}, bytes."""
     params = spec.input(size)
     out: dict = {"vanilla": {}, "desiccant": {}}
@@ -62,8 +92,9 @@ async def measure(client: IceboxClient, spec: FunctionSpec, max_instances: int, 
     try:
         for k in range(1, max_instances + 1):
             log(f"{spec.name}: vanilla, instance {k} of {max_instances}, {iterations} invocations")
-            instances.append(await _start(client, spec, "vanilla", k, iterations, params,
-                                          invocations=invocations, log=log))
+            instances.append(
+                await _start(client, spec, "vanilla", k, iterations, params, invocations=invocations, log=log)
+            )
             out["vanilla"][k] = await _measure_all(client, instances, "vanilla", k, exits, spec.name)
     finally:
         await delete_quietly(client, vanilla_actions, log)
@@ -75,8 +106,9 @@ async def measure(client: IceboxClient, spec: FunctionSpec, max_instances: int, 
         try:
             log(f"{spec.name}: desiccant, a set of {k} instance(s), {iterations} invocations each")
             for index in range(1, k + 1):
-                instances.append(await _start(client, spec, "desiccant", index, iterations, params,
-                                              invocations=invocations, log=log))
+                instances.append(
+                    await _start(client, spec, "desiccant", index, iterations, params, invocations=invocations, log=log)
+                )
             for index, instance in enumerate(instances, start=1):
                 report = await reclaim(client, instance)
                 reclaims.write({"function": spec.name, "instances": k, "index": index, **report})

@@ -61,8 +61,12 @@ def window_events(events: list[dict], start_ms: float, end_ms: float) -> dict:
                 freed += int(m.group(1))
             if m := _CPU.search(detail):
                 cpu_ms += float(m.group(1))
-    return {"evictions": dict(sorted(evictions.items())), "reclaims": reclaims,
-            "reclaimed_mib": round(freed / MIB, 3), "reclaim_cpu_s": round(cpu_ms / 1000.0, 3)}
+    return {
+        "evictions": dict(sorted(evictions.items())),
+        "reclaims": reclaims,
+        "reclaimed_mib": round(freed / MIB, 3),
+        "reclaim_cpu_s": round(cpu_ms / 1000.0, 3),
+    }
 
 
 def run_entry(metrics: dict, cpu: dict | None, events: dict) -> dict:
@@ -97,8 +101,10 @@ def compare(desiccant: dict, baseline: dict) -> dict:
     out = {
         # None when desiccant had no cold start at all (the reduction is unbounded).
         "cold_start_reduction": _ratio(baseline.get("cold_start_rate"), desiccant.get("cold_start_rate")),
-        "cold_start_rates": {"desiccant": desiccant.get("cold_start_rate"),
-                             "baseline": baseline.get("cold_start_rate")},
+        "cold_start_rates": {
+            "desiccant": desiccant.get("cold_start_rate"),
+            "baseline": baseline.get("cold_start_rate"),
+        },
         "throughput_gain": None,
         "latency_improvement": {},
         "cpu_ratio": _ratio((desiccant.get("cpu") or {}).get("total_s"), (baseline.get("cpu") or {}).get("total_s")),
@@ -139,12 +145,18 @@ def targets(comparison_: dict[str, dict]) -> list[dict]:
         reduction = v["cold_start_reduction"]
         rates = v["cold_start_rates"]
         none_left = rates["desiccant"] == 0 and bool(rates["baseline"])
-        rows.append({"scale": scale, "target": f"cold starts vanilla / desiccant >= {TARGET_COLD_START_REDUCTION}",
-                     "value": reduction,
-                     "met": none_left or (reduction is not None and reduction >= TARGET_COLD_START_REDUCTION)})
+        rows.append(
+            {
+                "scale": scale,
+                "target": f"cold starts vanilla / desiccant >= {TARGET_COLD_START_REDUCTION}",
+                "value": reduction,
+                "met": none_left or (reduction is not None and reduction >= TARGET_COLD_START_REDUCTION),
+            }
+        )
         p99 = v["latency_improvement"].get("p99")
-        rows.append({"scale": scale, "target": "p99 better than vanilla", "value": p99,
-                     "met": p99 is not None and p99 > 0})
+        rows.append(
+            {"scale": scale, "target": "p99 better than vanilla", "value": p99, "met": p99 is not None and p99 > 0}
+        )
     return rows
 
 

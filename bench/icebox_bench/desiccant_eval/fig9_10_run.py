@@ -54,8 +54,13 @@ class Plan:
         return [s for s in self.specs if s.name in names]
 
     def timeline(self, scale: float) -> schedule_mod.Timeline:
-        return schedule_mod.Timeline(origin_s=self.origin_s, scale=scale, warmup_s=self.warmup_s,
-                                     warmup_scale=self.warmup_scale, duration_s=self.duration_s)
+        return schedule_mod.Timeline(
+            origin_s=self.origin_s,
+            scale=scale,
+            warmup_s=self.warmup_s,
+            warmup_scale=self.warmup_scale,
+            duration_s=self.duration_s,
+        )
 
     def schedule(self, scale: float) -> schedule_mod.Schedule:
         return schedule_mod.build(self.trace.invocations, self.mapping, self.timeline(scale))
@@ -70,8 +75,9 @@ def run_label(mode: str, scale: float) -> str:
     return f"{mode}-x{fig9_10.scale_key(scale)}"
 
 
-async def profile_durations(client: IceboxClient, specs: list[FunctionSpec], runs: int, size: str, *,
-                            invocations: JsonlWriter, log=print) -> dict[str, float]:
+async def profile_durations(
+    client: IceboxClient, specs: list[FunctionSpec], runs: int, size: str, *, invocations: JsonlWriter, log=print
+) -> dict[str, float]:
     """Each function's mean warm duration (ms) over `runs` invocations after a cold one, as
     `icebox-bench profile` measures it; functions that fail are left out."""
     durations: dict[str, float] = {}
@@ -79,9 +85,18 @@ async def profile_durations(client: IceboxClient, specs: list[FunctionSpec], run
         action = f"desiccant-fig9-10.profile.{spec.name}"
         try:
             await deploy_mode(client, spec, action, None)
-            records = await run_loop(client, action, spec.input(size), runs + 1, invocations=invocations,
-                                     timeout_ms=spec.timeout_ms, strict=False, function=spec.name,
-                                     tags={"phase": "profile"}, log=log)
+            records = await run_loop(
+                client,
+                action,
+                spec.input(size),
+                runs + 1,
+                invocations=invocations,
+                timeout_ms=spec.timeout_ms,
+                strict=False,
+                function=spec.name,
+                tags={"phase": "profile"},
+                log=log,
+            )
         except (IceboxError, LoopError) as e:
             log(f"error: profiling {spec.name}: {e}")
             continue
@@ -100,29 +115,44 @@ async def run_one(plan: Plan, mode: str, scale: float, out: Path, *, command: st
     sched = plan.schedule(scale)
     used = plan.used()
     daemon_args = [*plan.daemon_args, "--reclaim-mode", mode]
-    log(f"[{label}] starting iceboxd {' '.join(daemon_args)}; {len(sched.items)} invocations "
-        f"({len(sched.measured)} measured)")
+    log(
+        f"[{label}] starting iceboxd {' '.join(daemon_args)}; {len(sched.items)} invocations "
+        f"({len(sched.measured)} measured)"
+    )
     async with metered_daemon(daemon_args, log_path=run_dir.file("iceboxd.log"), log=log) as daemon:
         async with IceboxClient(daemon.apihost, daemon.auth) as client:
             for spec in used:
                 await deploy_mode(client, spec, spec.name, None, plan.memory_mb)
             config = {
-                "command": command, "kind": "recipe-run", "recipe": "desiccant-fig9-10", "label": label,
-                "mode": mode, "scale": scale, "daemon_args": daemon_args,
+                "command": command,
+                "kind": "recipe-run",
+                "recipe": "desiccant-fig9-10",
+                "label": label,
+                "mode": mode,
+                "scale": scale,
+                "daemon_args": daemon_args,
                 "trace": {"name": plan.trace_name, "format": plan.trace.format, "sources": plan.trace.sources},
                 "mapping": {"mode": "duration", "functions": plan.mapping},
-                "timeline": plan.timeline(scale).__dict__, "input": plan.size, "memory_mb": plan.memory_mb,
+                "timeline": plan.timeline(scale).__dict__,
+                "input": plan.size,
+                "memory_mb": plan.memory_mb,
                 "functions": {s.name: {"language": s.language, "kind": s.kind} for s in used},
-                "scheduled": len(sched.items), "dropped": sched.dropped,
+                "scheduled": len(sched.items),
+                "dropped": sched.dropped,
             }
             async with RunSession(client, run_dir, config, sample_period_s=plan.sample_period_s, log=log) as session:
                 cpu = CpuSampler(client, daemon, run_dir.jsonl("cpu.jsonl"))
                 cpu.start()
                 try:
-                    driver = OpenLoop(client, sched, session.invocations,
-                                      params={s.name: s.input(plan.size) for s in used},
-                                      action_timeouts_ms={s.name: s.timeout_ms for s in used if s.timeout_ms},
-                                      drain_timeout_s=plan.drain_timeout_s, log=log)
+                    driver = OpenLoop(
+                        client,
+                        sched,
+                        session.invocations,
+                        params={s.name: s.input(plan.size) for s in used},
+                        action_timeouts_ms={s.name: s.timeout_ms for s in used if s.timeout_ms},
+                        drain_timeout_s=plan.drain_timeout_s,
+                        log=log,
+                    )
                     result = await driver.run()
                     session.result.update(result.to_json())
                     session.result["cpu_method"] = cpu.method

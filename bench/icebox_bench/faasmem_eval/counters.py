@@ -19,8 +19,17 @@ from collections import defaultdict
 from ..promtext import metric_sum
 from .local_memory import action_name, offload_of
 
-_UNITS = {"b": 1, "byte": 1, "bytes": 1, "kib": 1 << 10, "kb": 1 << 10, "mib": 1 << 20, "mb": 1 << 20,
-          "gib": 1 << 30, "gb": 1 << 30}
+_UNITS = {
+    "b": 1,
+    "byte": 1,
+    "bytes": 1,
+    "kib": 1 << 10,
+    "kb": 1 << 10,
+    "mib": 1 << 20,
+    "mb": 1 << 20,
+    "gib": 1 << 30,
+    "gb": 1 << 30,
+}
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(bytes|byte|b|kib|kb|mib|mb|gib|gb)\b", re.IGNORECASE)
 _STEP = re.compile(r"^\s*([a-z_-]+)\b", re.IGNORECASE)
 _TOOK = re.compile(r"\bin\s+(\d+(?:\.\d+)?)\s*ms\b")
@@ -39,15 +48,26 @@ def parse_offloaded(detail: str | None) -> dict:
     """{step, bytes, ms} of an `offloaded` event's detail; missing parts are None."""
     step = _STEP.match(detail or "")
     took = _TOOK.search(detail or "")
-    return {"step": step.group(1).lower() if step else None, "bytes": parse_size(detail),
-            "ms": float(took.group(1)) if took else None}
+    return {
+        "step": step.group(1).lower() if step else None,
+        "bytes": parse_size(detail),
+        "ms": float(took.group(1)) if took else None,
+    }
 
 
 def event_totals(events: list[dict], start_ms: float, end_ms: float) -> dict[str, dict]:
     """Per function: offloaded bytes (and by step), refaulted bytes, event counts, offload ms."""
-    out: dict[str, dict] = defaultdict(lambda: {"offloaded_bytes": 0, "refaulted_bytes": 0, "offloads": 0,
-                                                "refaults": 0, "offload_ms": 0.0, "by_step": defaultdict(int),
-                                                "unparsed": 0})
+    out: dict[str, dict] = defaultdict(
+        lambda: {
+            "offloaded_bytes": 0,
+            "refaulted_bytes": 0,
+            "offloads": 0,
+            "refaults": 0,
+            "offload_ms": 0.0,
+            "by_step": defaultdict(int),
+            "unparsed": 0,
+        }
+    )
     for e in events:
         t = e.get("time_ms")
         kind = e.get("kind")
@@ -108,8 +128,9 @@ def bounds(samples: list[dict], start_ms: float, end_ms: float, key: str = "metr
     return (before[-1] if before else usable[0]), usable[-1]
 
 
-def counter_increase(prom_samples: list[dict], start_ms: float, end_ms: float, name: str,
-                     **labels: str) -> float | None:
+def counter_increase(
+    prom_samples: list[dict], start_ms: float, end_ms: float, name: str, **labels: str
+) -> float | None:
     """Increase of a counter (summed over matching label sets) over the window; None when the
     daemon never exported it."""
     pair = bounds(prom_samples, start_ms, end_ms)
@@ -122,8 +143,13 @@ def counter_increase(prom_samples: list[dict], start_ms: float, end_ms: float, n
 def node_totals(prom_samples: list[dict], start_ms: float, end_ms: float) -> dict:
     """The node's offloaded bytes (total and per step) and refaulted bytes over the window."""
     pair = bounds(prom_samples, start_ms, end_ms)
-    steps = sorted({l.get("step", "") for n, l, _ in (pair[1]["metrics"] if pair else []) if n == OFFLOADED_TOTAL})
-    return {"offloaded_bytes": counter_increase(prom_samples, start_ms, end_ms, OFFLOADED_TOTAL),
-            "offloaded_by_step": {s: counter_increase(prom_samples, start_ms, end_ms, OFFLOADED_TOTAL, step=s)
-                                  for s in steps},
-            "refaulted_bytes": counter_increase(prom_samples, start_ms, end_ms, REFAULTED_TOTAL)}
+    steps = sorted(
+        {labels.get("step", "") for n, labels, _ in (pair[1]["metrics"] if pair else []) if n == OFFLOADED_TOTAL}
+    )
+    return {
+        "offloaded_bytes": counter_increase(prom_samples, start_ms, end_ms, OFFLOADED_TOTAL),
+        "offloaded_by_step": {
+            s: counter_increase(prom_samples, start_ms, end_ms, OFFLOADED_TOTAL, step=s) for s in steps
+        },
+        "refaulted_bytes": counter_increase(prom_samples, start_ms, end_ms, REFAULTED_TOTAL),
+    }

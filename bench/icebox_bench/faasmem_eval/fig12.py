@@ -73,13 +73,15 @@ def analyse_run(path: Path, functions: list[str]) -> dict:
         refaulted = max(ev.get("refaulted_bytes", 0), inst.get("refaulted_bytes", 0))
         successes = f.successes if f else 0
         out_functions[name] = {
-            "invocations": f.invocations if f else 0, "successes": successes,
+            "invocations": f.invocations if f else 0,
+            "successes": successes,
             "latency_ms": {p: _round((f.latency_ms if f else {}).get(p), 1) for p in ("p50", "p95", "p99")},
             "cold_start_share": _round(f.cold_start_rate if f else None, 4),
             "local_mean_mib": _mib(series.mean(name, start / 1000.0, end / 1000.0)),
             "local_peak_mib": _mib(series.peak(name, start / 1000.0, end / 1000.0)),
             "uss_mean_mib": _mib(remote_view.mean(name, start / 1000.0, end / 1000.0)),
-            "offloaded_mib": _mib(offloaded), "refaulted_mib": _mib(refaulted),
+            "offloaded_mib": _mib(offloaded),
+            "refaulted_mib": _mib(refaulted),
             "offloaded_events_mib": _mib(ev.get("offloaded_bytes", 0)),
             "offloaded_instances_mib": _mib(inst.get("offloaded_bytes", 0)),
             "offloaded_by_step_mib": {k: _mib(v) for k, v in sorted(ev.get("by_step", {}).items())},
@@ -89,18 +91,23 @@ def analyse_run(path: Path, functions: list[str]) -> dict:
     return {
         "functions": out_functions,
         "node": {
-            "invocations": metrics.invocations, "successes": metrics.successes,
+            "invocations": metrics.invocations,
+            "successes": metrics.successes,
             "latency_ms": {"p95": _round(percentile(ok, 95), 1) if ok else None},
             "cold_start_share": _round(metrics.cold_start_rate, 4),
             "local_mean_mib": _mib(series.total_mean(start / 1000.0, end / 1000.0)),
             "uss_mean_mib": _mib(remote_view.total_mean(start / 1000.0, end / 1000.0)),
-            "offloaded_mib": _mib(node["offloaded_bytes"]), "refaulted_mib": _mib(node["refaulted_bytes"]),
+            "offloaded_mib": _mib(node["offloaded_bytes"]),
+            "refaulted_mib": _mib(node["refaulted_bytes"]),
             "offloaded_by_step_mib": {k: _mib(v) for k, v in node["offloaded_by_step"].items()},
-            "pool": {k: (_mib(v) if k.endswith("_mean") else v)
-                     for k, v in pool_means(run.memory, start / 1000.0, end / 1000.0).items()},
+            "pool": {
+                k: (_mib(v) if k.endswith("_mean") else v)
+                for k, v in pool_means(run.memory, start / 1000.0, end / 1000.0).items()
+            },
         },
-        "overheads": run_overheads(prom, cpu, start, end,
-                                   requests=metrics.successes, refaulted_bytes=node["refaulted_bytes"]),
+        "overheads": run_overheads(
+            prom, cpu, start, end, requests=metrics.successes, refaulted_bytes=node["refaulted_bytes"]
+        ),
         "window_s": round((end - start) / 1000.0, 3),
         "fallback_rows": series.fallback_rows,
         "statuses": metrics.statuses,
@@ -137,8 +144,11 @@ def compare(load_runs: dict[str, dict]) -> dict[str, dict]:
             "uss_normalised": normalise(uss, {m: uss.get("none") for m in uss}) if none else {},
             "p95_vs_none": {m: _ratio(p95[m], p95.get("none")) for m in p95} if none else {},
             "faasmem_p95_vs_tmo": _ratio(p95.get("faasmem"), p95.get("tmo")) if tmo and faasmem else None,
-            "offload_faasmem_over_tmo": (_ratio(rows["faasmem"].get("offloaded_mib"), rows["tmo"].get("offloaded_mib"))
-                                         if tmo and faasmem else None),
+            "offload_faasmem_over_tmo": (
+                _ratio(rows["faasmem"].get("offloaded_mib"), rows["tmo"].get("offloaded_mib"))
+                if tmo and faasmem
+                else None
+            ),
         }
     return out
 
@@ -150,24 +160,39 @@ def targets(load: str, comparison: dict[str, dict], load_runs: dict[str, dict]) 
         p95 = c["p95_vs_none"].get("faasmem")
         remote = (c.get("uss_normalised") or {}).get("faasmem")
         if norm is not None or p95 is not None:
-            rows.append({"load": load, "function": name,
-                         "target": f"faasmem local memory >= {TARGET_MEMORY_REDUCTION:.0%} below none, "
-                                   f"p95 within +{TARGET_P95_SLACK:.0%}",
-                         "value": {"reduction": None if norm is None else round(1 - norm, 4),
-                                   "reduction_pool_remote": None if remote is None else round(1 - remote, 4),
-                                   "p95_vs_none": p95},
-                         "met": norm is not None and p95 is not None and 1 - norm >= TARGET_MEMORY_REDUCTION
-                         and p95 <= 1 + TARGET_P95_SLACK})
+            rows.append(
+                {
+                    "load": load,
+                    "function": name,
+                    "target": f"faasmem local memory >= {TARGET_MEMORY_REDUCTION:.0%} below none, "
+                    f"p95 within +{TARGET_P95_SLACK:.0%}",
+                    "value": {
+                        "reduction": None if norm is None else round(1 - norm, 4),
+                        "reduction_pool_remote": None if remote is None else round(1 - remote, 4),
+                        "p95_vs_none": p95,
+                    },
+                    "met": norm is not None
+                    and p95 is not None
+                    and 1 - norm >= TARGET_MEMORY_REDUCTION
+                    and p95 <= 1 + TARGET_P95_SLACK,
+                }
+            )
         if "tmo" in load_runs and "faasmem" in load_runs:
             ratio, p95_tmo = c["offload_faasmem_over_tmo"], c["faasmem_p95_vs_tmo"]
             tmo_zero = not _rows(load_runs["tmo"]).get(name, {}).get("offloaded_mib")
             faasmem_some = bool(_rows(load_runs["faasmem"]).get(name, {}).get("offloaded_mib"))
-            rows.append({"load": load, "function": name,
-                         "target": f"faasmem offloads >= {TARGET_OFFLOAD_RATIO:g}x tmo, p95 within "
-                                   f"+{TARGET_P95_SLACK:.0%} of tmo's",
-                         "value": {"offload_ratio": ratio, "p95_vs_tmo": p95_tmo, "tmo_offloaded_nothing": tmo_zero},
-                         "met": p95_tmo is not None and p95_tmo <= 1 + TARGET_P95_SLACK
-                         and ((ratio is not None and ratio >= TARGET_OFFLOAD_RATIO) or (tmo_zero and faasmem_some))})
+            rows.append(
+                {
+                    "load": load,
+                    "function": name,
+                    "target": f"faasmem offloads >= {TARGET_OFFLOAD_RATIO:g}x tmo, p95 within "
+                    f"+{TARGET_P95_SLACK:.0%} of tmo's",
+                    "value": {"offload_ratio": ratio, "p95_vs_tmo": p95_tmo, "tmo_offloaded_nothing": tmo_zero},
+                    "met": p95_tmo is not None
+                    and p95_tmo <= 1 + TARGET_P95_SLACK
+                    and ((ratio is not None and ratio >= TARGET_OFFLOAD_RATIO) or (tmo_zero and faasmem_some)),
+                }
+            )
     return rows
 
 

@@ -53,8 +53,16 @@ class Plan:
         return schedule_mod.build(self.trace.invocations, self.loads[load]["mapping"], timeline)
 
     def flags(self, mode: str) -> list[str]:
-        scaled = ["--offload-pool", self.pool, "--offload", mode, "--keep-alive", f"{self.keep_alive_s:g}s",
-                  "--semiwarm-start", f"{SEMIWARM_START_S / self.speed:g}s"]
+        scaled = [
+            "--offload-pool",
+            self.pool,
+            "--offload",
+            mode,
+            "--keep-alive",
+            f"{self.keep_alive_s:g}s",
+            "--semiwarm-start",
+            f"{SEMIWARM_START_S / self.speed:g}s",
+        ]
         if "--semiwarm" not in self.daemon_args:
             scaled += ["--semiwarm", f"{SEMIWARM_PERCENT_PER_S * self.speed:g}%/s"]
         return [*scaled, *self.daemon_args]
@@ -71,12 +79,28 @@ def run_label(load: str, mode: str) -> str:
 async def run_one(plan: Plan, load: str, mode: str, out: Path, *, command: str, log=print) -> dict:
     """One (load, mode) run; returns its summary entry (fig12.analyse_run)."""
     used = plan.used(load)
-    replay = Replay(recipe="faasmem-fig12", label=run_label(load, mode), specs=used, schedule=plan.schedule(load),
-                    daemon_args=plan.flags(mode), size=plan.size, tail_s=plan.tail_s,
-                    drain_timeout_s=plan.drain_timeout_s, sample_period_s=plan.sample_period_s,
-                    config={"load": load, "mode": mode, "speed": plan.speed,
-                            "trace": {"name": plan.trace_name, "format": plan.trace.format,
-                                      "sources": plan.trace.sources, "origin_s": plan.origin_s},
-                            "mapping": {"mode": "load-split", "functions": plan.loads[load]["mapping"]}})
+    replay = Replay(
+        recipe="faasmem-fig12",
+        label=run_label(load, mode),
+        specs=used,
+        schedule=plan.schedule(load),
+        daemon_args=plan.flags(mode),
+        size=plan.size,
+        tail_s=plan.tail_s,
+        drain_timeout_s=plan.drain_timeout_s,
+        sample_period_s=plan.sample_period_s,
+        config={
+            "load": load,
+            "mode": mode,
+            "speed": plan.speed,
+            "trace": {
+                "name": plan.trace_name,
+                "format": plan.trace.format,
+                "sources": plan.trace.sources,
+                "origin_s": plan.origin_s,
+            },
+            "mapping": {"mode": "load-split", "functions": plan.loads[load]["mapping"]},
+        },
+    )
     path = await run_replay(replay, out, command=command, log=log)
     return fig12.analyse_run(path, [s.name for s in used])

@@ -43,7 +43,7 @@ def map_load(trace_functions: list[str], bench_functions: list[str], *, seed: in
         raise mapping.MappingError("no benchmark functions to replay the trace with")
     if not trace_functions:
         raise mapping.MappingError("this load has no trace function invoked in the window")
-    return mapping.round_robin(trace_functions[:len(bench_functions)], bench_functions, seed)
+    return mapping.round_robin(trace_functions[: len(bench_functions)], bench_functions, seed)
 
 
 def plan_loads(invocations: list[TraceInvocation], bench_functions: list[str], *, seed: int = 0) -> dict[str, dict]:
@@ -53,7 +53,10 @@ def plan_loads(invocations: list[TraceInvocation], bench_functions: list[str], *
     out = {}
     for load in LOADS:
         chosen = map_load(halves[load], bench_functions, seed=seed)
-        out[load] = {"trace_functions": halves[load], "mapping": chosen,
-                     "invocations": {t: counts[t] for t in chosen},
-                     "total_invocations": sum(counts[t] for t in chosen)}
+        out[load] = {
+            "trace_functions": halves[load],
+            "mapping": chosen,
+            "invocations": {t: counts[t] for t in chosen},
+            "total_invocations": sum(counts[t] for t in chosen),
+        }
     return out

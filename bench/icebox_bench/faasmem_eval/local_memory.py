@@ -71,7 +71,8 @@ class LocalSeries:
         if self.rows and self.fallback_rows == self.rows:
             raise OffloadFieldMissing(
                 "no instance view of the run has offload.local_bytes: this iceboxd does not report memory "
-                "offloading (GET /icebox/v1/instances items need `offload`; build the FaaSMem daemon)")
+                "offloading (GET /icebox/v1/instances items need `offload`; build the FaaSMem daemon)"
+            )
 
     def mean(self, function: str, start_s: float, end_s: float) -> float | None:
         """Time-averaged local bytes of `function` over [start_s, end_s]."""
@@ -84,13 +85,14 @@ class LocalSeries:
         return None if any(m is None for m in means) else sum(means)
 
     def peak(self, function: str, start_s: float, end_s: float) -> int:
-        return max((b for t, b in zip(self.times, self.bytes[function]) if start_s <= t <= end_s), default=0)
+        return max(
+            (b for t, b in zip(self.times, self.bytes[function], strict=True) if start_s <= t <= end_s), default=0
+        )
 
 
 def normalise(values: dict[str, float | None], baseline: dict[str, float | None]) -> dict[str, float | None]:
     """value / baseline per key; None where either is missing or the baseline is 0."""
-    return {k: (round(v / baseline[k], 4) if v is not None and baseline.get(k) else None)
-            for k, v in values.items()}
+    return {k: (round(v / baseline[k], 4) if v is not None and baseline.get(k) else None) for k, v in values.items()}
 
 
 def pool_means(samples: list[dict], start_s: float, end_s: float) -> dict:

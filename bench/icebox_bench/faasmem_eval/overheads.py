@@ -61,8 +61,9 @@ def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
     return None
 
 
-def histogram_window(prom_samples: list[dict], start_ms: float, end_ms: float, name: str,
-                     label: str) -> dict[str, dict] | None:
+def histogram_window(
+    prom_samples: list[dict], start_ms: float, end_ms: float, name: str, label: str
+) -> dict[str, dict] | None:
     """Per label value, the observations inside the window: count, mean and p50/p95/p99 in ms.
     None when the daemon never exported the histogram."""
     pair = bounds(prom_samples, start_ms, end_ms)
@@ -76,9 +77,11 @@ def histogram_window(prom_samples: list[dict], start_ms: float, end_ms: float, n
         begin = first.get(key, {"buckets": {}, "sum": 0.0, "count": 0.0})
         count = end["count"] - begin["count"]
         delta = {b: c - begin["buckets"].get(b, 0.0) for b, c in end["buckets"].items()}
-        out[key] = {"count": int(count),
-                    "mean_ms": round(1000.0 * (end["sum"] - begin["sum"]) / count, 3) if count > 0 else None,
-                    **{f"p{q}_ms": _ms(histogram_quantile(q / 100.0, delta)) for q in (50, 95, 99)}}
+        out[key] = {
+            "count": int(count),
+            "mean_ms": round(1000.0 * (end["sum"] - begin["sum"]) / count, 3) if count > 0 else None,
+            **{f"p{q}_ms": _ms(histogram_quantile(q / 100.0, delta)) for q in (50, 95, 99)},
+        }
     return out
 
 
@@ -88,14 +91,22 @@ def _ms(seconds: float | None) -> float | None:
 
 # ---- the kernel's own swap ------------------------------------------------------------------
 
+
 def parse_proc_swaps(text: str) -> list[dict]:
     """/proc/swaps: [{device, type, size_bytes, used_bytes, priority}]."""
     out = []
     for line in text.splitlines()[1:]:
         fields = line.split()
         if len(fields) >= 5:
-            out.append({"device": fields[0], "type": fields[1], "size_bytes": int(fields[2]) * 1024,
-                        "used_bytes": int(fields[3]) * 1024, "priority": int(fields[4])})
+            out.append(
+                {
+                    "device": fields[0],
+                    "type": fields[1],
+                    "size_bytes": int(fields[2]) * 1024,
+                    "used_bytes": int(fields[3]) * 1024,
+                    "priority": int(fields[4]),
+                }
+            )
     return out
 
 
@@ -121,8 +132,11 @@ def kernel_swap(system_samples: list[dict], start_ms: float, end_ms: float) -> d
     def used(sample):
         return sum(d["used_bytes"] for d in sample.get("swaps") or [])
 
-    out = {"devices": sorted({d["device"] for s in inside for d in s.get("swaps") or []}),
-           "used_peak_bytes": max(used(s) for s in inside), "used_end_bytes": used(last)}
+    out = {
+        "devices": sorted({d["device"] for s in inside for d in s.get("swaps") or []}),
+        "used_peak_bytes": max(used(s) for s in inside),
+        "used_end_bytes": used(last),
+    }
     for key in ("pswpout", "pswpin"):
         a, b = first["vmstat"].get(key), last["vmstat"].get(key)
         out[f"{key}_bytes"] = None if a is None or b is None else (b - a) * PAGE_SIZE
@@ -131,16 +145,25 @@ def kernel_swap(system_samples: list[dict], start_ms: float, end_ms: float) -> d
 
 # ---- all of it for one run ------------------------------------------------------------------
 
-def run_overheads(offload_samples: list[dict], cpu_samples: list[dict], start_ms: float, end_ms: float, *,
-                  requests: int, refaulted_bytes: float | None) -> dict:
+
+def run_overheads(
+    offload_samples: list[dict],
+    cpu_samples: list[dict],
+    start_ms: float,
+    end_ms: float,
+    *,
+    requests: int,
+    refaulted_bytes: float | None,
+) -> dict:
     """offload_samples: offload.jsonl (probes.py: /metrics and the kernel's swap); cpu_samples:
     cpu.jsonl."""
     cpu = window_cpu(cpu_samples, start_ms, end_ms)
     return {
         "barriers": histogram_window(offload_samples, start_ms, end_ms, BARRIER_HISTOGRAM, "barrier"),
         "steps": histogram_window(offload_samples, start_ms, end_ms, STEP_HISTOGRAM, "step"),
-        "refaulted_bytes_per_request": (round(refaulted_bytes / requests, 1)
-                                        if refaulted_bytes is not None and requests else None),
+        "refaulted_bytes_per_request": (
+            round(refaulted_bytes / requests, 1) if refaulted_bytes is not None and requests else None
+        ),
         "daemon_cpu_s": None if cpu is None else cpu["daemon_s"],
         "cpu": cpu,
         "kernel_swap": kernel_swap(offload_samples, start_ms, end_ms),

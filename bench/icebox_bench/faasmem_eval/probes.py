@@ -33,8 +33,9 @@ def read_text(path: str) -> str:
 
 
 class OffloadSampler(CpuSampler):
-    def __init__(self, client: IceboxClient, daemon: MeteredDaemon, cpu: JsonlWriter, offload: JsonlWriter,
-                 period_s: float = 1.0):
+    def __init__(
+        self, client: IceboxClient, daemon: MeteredDaemon, cpu: JsonlWriter, offload: JsonlWriter, period_s: float = 1.0
+    ):
         super().__init__(client, daemon, cpu, period_s)
         self.offload = offload
         self.metrics_errors = 0
@@ -50,7 +51,12 @@ class OffloadSampler(CpuSampler):
             pass
         if metrics is None:
             self.metrics_errors += 1
-        self.offload.write({"t_ms": round(time.time() * 1000.0, 3), "metrics": metrics,
-                            "swaps": parse_proc_swaps(read_text("/proc/swaps")),
-                            "vmstat": parse_vmstat(read_text("/proc/vmstat"))})
+        self.offload.write(
+            {
+                "t_ms": round(time.time() * 1000.0, 3),
+                "metrics": metrics,
+                "swaps": parse_proc_swaps(read_text("/proc/swaps")),
+                "vmstat": parse_vmstat(read_text("/proc/vmstat")),
+            }
+        )
         return record

@@ -61,16 +61,21 @@ def check_prerequisites(daemon_args: list[str], *, help_text: str | None = None,
     """Fail before anything starts: the daemon must know --offload, and a zram pool needs root."""
     text = iceboxd_help() if help_text is None else help_text
     if not supports_offload(text):
-        raise DaemonError("this iceboxd has no --offload flag: the FaaSMem recipes need the daemon with "
-                          "memory offloading (rebuild target/release/iceboxd from a tree that has it)")
+        raise DaemonError(
+            "this iceboxd has no --offload flag: the FaaSMem recipes need the daemon with "
+            "memory offloading (rebuild target/release/iceboxd from a tree that has it)"
+        )
     pool = flag_value(daemon_args, "--offload-pool") or "none"
     euid = os.geteuid() if euid is None else euid
     if pool.startswith("zram") and euid != 0:
-        raise DaemonError(f"--offload-pool {pool} needs root (iceboxd creates and removes a zram swap device): "
-                          "run the recipe as root, or use --offload-pool swap with swap the operator enabled")
+        raise DaemonError(
+            f"--offload-pool {pool} needs root (iceboxd creates and removes a zram swap device): "
+            "run the recipe as root, or use --offload-pool swap with swap the operator enabled"
+        )
     if pool == "none":
-        raise DaemonError("--offload-pool none: nothing can be offloaded; give the replay daemons a pool "
-                          "(zram:SIZE or swap)")
+        raise DaemonError(
+            "--offload-pool none: nothing can be offloaded; give the replay daemons a pool (zram:SIZE or swap)"
+        )
 
 
 @dataclass
@@ -91,26 +96,43 @@ async def run_replay(replay: Replay, out: Path, *, command: str, log=print) -> P
     """Run it; returns the run directory."""
     run_dir = RunDir(out)
     specs = {s.name: s for s in replay.specs}
-    log(f"[{replay.label}] starting iceboxd {' '.join(replay.daemon_args)}; "
-        f"{len(replay.schedule.items)} invocations over {replay.schedule.length_s():.0f} s, then {replay.tail_s:g} s")
+    log(
+        f"[{replay.label}] starting iceboxd {' '.join(replay.daemon_args)}; "
+        f"{len(replay.schedule.items)} invocations over {replay.schedule.length_s():.0f} s, then {replay.tail_s:g} s"
+    )
     async with metered_daemon(replay.daemon_args, log_path=run_dir.file("iceboxd.log"), log=log) as daemon:
         async with IceboxClient(daemon.apihost, daemon.auth) as client:
             for spec in replay.specs:
                 await deploy(client, spec)
-            config = {"command": command, "kind": "recipe-run", "recipe": replay.recipe, "label": replay.label,
-                      "daemon_args": replay.daemon_args, "input": replay.size, "tail_s": replay.tail_s,
-                      "functions": {s.name: {"language": s.language, "kind": s.kind, "memory_mb": s.memory_mb}
-                                    for s in replay.specs},
-                      "scheduled": len(replay.schedule.items), **replay.config}
+            config = {
+                "command": command,
+                "kind": "recipe-run",
+                "recipe": replay.recipe,
+                "label": replay.label,
+                "daemon_args": replay.daemon_args,
+                "input": replay.size,
+                "tail_s": replay.tail_s,
+                "functions": {
+                    s.name: {"language": s.language, "kind": s.kind, "memory_mb": s.memory_mb} for s in replay.specs
+                },
+                "scheduled": len(replay.schedule.items),
+                **replay.config,
+            }
             async with RunSession(client, run_dir, config, sample_period_s=replay.sample_period_s, log=log) as session:
-                sampler = OffloadSampler(client, daemon, run_dir.jsonl("cpu.jsonl"), run_dir.jsonl("offload.jsonl"),
-                                         replay.sample_period_s)
+                sampler = OffloadSampler(
+                    client, daemon, run_dir.jsonl("cpu.jsonl"), run_dir.jsonl("offload.jsonl"), replay.sample_period_s
+                )
                 sampler.start()
                 try:
-                    driver = OpenLoop(client, replay.schedule, session.invocations,
-                                      params={n: s.input(replay.size) for n, s in specs.items()},
-                                      action_timeouts_ms={n: s.timeout_ms for n, s in specs.items() if s.timeout_ms},
-                                      drain_timeout_s=replay.drain_timeout_s, log=log)
+                    driver = OpenLoop(
+                        client,
+                        replay.schedule,
+                        session.invocations,
+                        params={n: s.input(replay.size) for n, s in specs.items()},
+                        action_timeouts_ms={n: s.timeout_ms for n, s in specs.items() if s.timeout_ms},
+                        drain_timeout_s=replay.drain_timeout_s,
+                        log=log,
+                    )
                     result = await driver.run()
                     session.result.update(result.to_json())
                     if not result.aborted:

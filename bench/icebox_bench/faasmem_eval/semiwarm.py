@@ -73,11 +73,12 @@ def idle_periods(invocations: list[dict]) -> list[tuple[dict, dict]]:
     return [(ordered[i - 1], r) for i, r in enumerate(ordered) if r.get("trace_function") == WAKE and i > 0]
 
 
-def analyse_period(series: LocalSeries, flags: list[tuple[float, bool]], events: list[dict], function: str,
-                   last: dict, wake: dict) -> dict:
+def analyse_period(
+    series: LocalSeries, flags: list[tuple[float, bool]], events: list[dict], function: str, last: dict, wake: dict
+) -> dict:
     start_s = (last.get("end_ms") or last.get("scheduled_ms")) / 1000.0
     wake_s = wake["scheduled_ms"] / 1000.0
-    points = [(t, b) for t, b in zip(series.times, series.bytes[function]) if start_s <= t <= wake_s]
+    points = [(t, b) for t, b in zip(series.times, series.bytes[function], strict=True) if start_s <= t <= wake_s]
     began = next((t for t, on in flags if start_s <= t <= wake_s and on), None)
     offloaded = event_totals(events, start_s * 1000.0, wake_s * 1000.0).get(function, {})
     wake_end = wake.get("end_ms") or wake["scheduled_ms"]
@@ -90,8 +91,12 @@ def analyse_period(series: LocalSeries, flags: list[tuple[float, bool]], events:
         "local_mean_mib": _mib(series.mean(function, start_s, wake_s)),
         "semiwarm_after_s": None if began is None else round(began - start_s, 3),
         "offloaded_idle_mib": _mib(offloaded.get("offloaded_bytes", 0)),
-        "wake": {"latency_ms": wake.get("latency_ms"), "start_kind": wake.get("start_kind"),
-                 "status": wake.get("status"), "refaulted_mib": _mib(refaulted.get("refaulted_bytes", 0))},
+        "wake": {
+            "latency_ms": wake.get("latency_ms"),
+            "start_kind": wake.get("start_kind"),
+            "status": wake.get("status"),
+            "refaulted_mib": _mib(refaulted.get("refaulted_bytes", 0)),
+        },
     }
 
 
@@ -102,8 +107,11 @@ def analyse_run(path: Path, function: str) -> dict:
     series.check()
     flags = semiwarm_flags(run.memory, function)
     records = [r for r in run.invocations if r.get("function") == function]
-    burst_ok = [r["latency_ms"] for r in records if r.get("trace_function") == BURST and r.get("status") == "success"
-                and r.get("start_kind") == "warm"]
+    burst_ok = [
+        r["latency_ms"]
+        for r in records
+        if r.get("trace_function") == BURST and r.get("status") == "success" and r.get("start_kind") == "warm"
+    ]
     periods = [analyse_period(series, flags, run.events, function, last, wake) for last, wake in idle_periods(records)]
     totals = event_totals(run.events, start, end).get(function, {})
     ok = sum(1 for r in records if r.get("status") == "success")
@@ -114,12 +122,22 @@ def analyse_run(path: Path, function: str) -> dict:
         "local_mean_mib": _mib(series.mean(function, origin, end / 1000.0)),
         "offloaded_mib": _mib(totals.get("offloaded_bytes", 0)),
         "refaulted_mib": _mib(totals.get("refaulted_bytes", 0)),
-        "overheads": run_overheads(read_jsonl(path / "offload.jsonl"), read_jsonl(path / "cpu.jsonl"), start, end,
-                                   requests=ok, refaulted_bytes=totals.get("refaulted_bytes")),
-        "timeline": [[round(t - origin, 3), _mib(b), on] for (t, b), (_, on)
-                     in zip(zip(series.times, series.bytes[function]), flags)],
-        "wakes": [{"offset_s": round(r["scheduled_ms"] / 1000.0 - origin, 3), "latency_ms": r.get("latency_ms")}
-                  for _, r in idle_periods(records)],
+        "overheads": run_overheads(
+            read_jsonl(path / "offload.jsonl"),
+            read_jsonl(path / "cpu.jsonl"),
+            start,
+            end,
+            requests=ok,
+            refaulted_bytes=totals.get("refaulted_bytes"),
+        ),
+        "timeline": [
+            [round(t - origin, 3), _mib(b), on]
+            for (t, b), (_, on) in zip(zip(series.times, series.bytes[function], strict=True), flags, strict=True)
+        ],
+        "wakes": [
+            {"offset_s": round(r["scheduled_ms"] / 1000.0 - origin, 3), "latency_ms": r.get("latency_ms")}
+            for _, r in idle_periods(records)
+        ],
     }
 
 
@@ -134,7 +152,7 @@ def compare(variants: dict[str, dict]) -> dict:
     for name, v in variants.items():
         if name == "off" or off is None:
             continue
-        pairs = list(zip(v["periods"], off["periods"]))
+        pairs = list(zip(v["periods"], off["periods"], strict=False))
         out[name] = {
             "idle_local_mean_ratio": [_ratio(a["local_mean_mib"], b["local_mean_mib"]) for a, b in pairs],
             "wake_latency_ratio": [_ratio(a["wake"]["latency_ms"], b["wake"]["latency_ms"]) for a, b in pairs],

@@ -42,7 +42,8 @@ def mode_entry(samples: list[dict]) -> dict:
         "not_restored": sum(1 for s in samples if s.get("ok") and not s.get("restored")),
         "failed": sum(1 for s in samples if not s.get("ok")),
         "restore_ms": statistics.median([s["restore_ms"] for s in served if s.get("restore_ms") is not None])
-        if any(s.get("restore_ms") is not None for s in served) else None,
+        if any(s.get("restore_ms") is not None for s in served)
+        else None,
         "duration_ms": _median(s.get("duration_ms") for s in served),
         "majflt": _median(s.get("majflt") for s in served),
         "read_mib": _median(None if s.get("read_bytes") is None else s["read_bytes"] / 2**20 for s in served),
@@ -82,11 +83,14 @@ def ratios(modes: dict[str, dict]) -> dict[str, float | None]:
 def panel(samples: list[dict], functions: list[str], modes: list[str]) -> dict:
     by_function = {}
     for fn in functions:
-        entries = {mode: mode_entry([s for s in samples if s["function"] == fn and s["mode"] == mode])
-                   for mode in modes}
+        entries = {
+            mode: mode_entry([s for s in samples if s["function"] == fn and s["mode"] == mode]) for mode in modes
+        }
         by_function[fn] = {"modes": entries, "ratios": ratios(entries)}
-    overall = {key: geomean(f["ratios"][key] for f in by_function.values())
-               for key in ("faasnap_vs_lazy", "faasnap_vs_reap", "faasnap_vs_cached")}
+    overall = {
+        key: geomean(f["ratios"][key] for f in by_function.values())
+        for key in ("faasnap_vs_lazy", "faasnap_vs_reap", "faasnap_vs_cached")
+    }
     gaps = [f["ratios"]["gap_closed"] for f in by_function.values() if f["ratios"]["gap_closed"] is not None]
     overall["gap_closed_median"] = statistics.median(gaps) if gaps else None
     return {"functions": by_function, "overall": overall}
@@ -95,11 +99,18 @@ def panel(samples: list[dict], functions: list[str], modes: list[str]) -> dict:
 def targets(overall: dict) -> list[dict]:
     lazy, cached = overall.get("faasnap_vs_lazy"), overall.get("faasnap_vs_cached")
     return [
-        {"target": "faasnap >= 2x faster than lazy with a cold page cache (geomean)", "value": lazy,
-         "paper": PAPER["faasnap_vs_lazy"], "met": lazy is not None and lazy >= TARGETS["faasnap_vs_lazy"]},
-        {"target": "faasnap within 10% of cached (geomean of faasnap / cached)", "value": cached,
-         "paper": PAPER["faasnap_vs_cached"],
-         "met": cached is not None and cached <= TARGETS["faasnap_vs_cached"]},
+        {
+            "target": "faasnap >= 2x faster than lazy with a cold page cache (geomean)",
+            "value": lazy,
+            "paper": PAPER["faasnap_vs_lazy"],
+            "met": lazy is not None and lazy >= TARGETS["faasnap_vs_lazy"],
+        },
+        {
+            "target": "faasnap within 10% of cached (geomean of faasnap / cached)",
+            "value": cached,
+            "paper": PAPER["faasnap_vs_cached"],
+            "met": cached is not None and cached <= TARGETS["faasnap_vs_cached"],
+        },
     ]
 
 
@@ -112,16 +123,21 @@ def restore_steps(samples: list[dict], modes: list[str]) -> dict[str, dict]:
     loader's bytes and time, and the memory file's pages in the page cache at ready."""
     out = {}
     for mode in modes:
-        rows = [s for s in samples if s["mode"] == mode and s.get("restored") and s.get("ok")
-                and (s.get("restore_stats") or {}).get("ready")]
+        rows = [
+            s
+            for s in samples
+            if s["mode"] == mode and s.get("restored") and s.get("ok") and (s.get("restore_stats") or {}).get("ready")
+        ]
         if not rows:
             continue
         ready = [r["restore_stats"]["ready"] for r in rows]
         loaders = [r["restore_stats"].get("loader") for r in rows]
         entry = {step: _median(x["ms"].get(step) for x in ready) for step in STEPS}
         entry["daemon_restore"] = _median(r.get("restore_ms") for r in rows)
-        entry["reseed"] = _median(None if r.get("restore_ms") is None else r["restore_ms"] - x["ms"]["total"]
-                                  for r, x in zip(rows, ready))
+        entry["reseed"] = _median(
+            None if r.get("restore_ms") is None else r["restore_ms"] - x["ms"]["total"]
+            for r, x in zip(rows, ready, strict=True)
+        )
         entry["loader_ms"] = _median(lo.get("ms") if lo else None for lo in loaders)
         entry["loader_mib"] = _median(lo["bytes"] / 2**20 if lo else None for lo in loaders)
         entry["cached_mib_at_ready"] = _median(x.get("resident_pages", 0) * 4096 / 2**20 for x in ready)
@@ -130,19 +146,35 @@ def restore_steps(samples: list[dict], modes: list[str]) -> dict[str, dict]:
     return out
 
 
-def summary(samples: list[dict], functions: list[str], modes: list[str], panels: list[str], *,
-            accel: str | None, records: list[dict] | None = None, failed: dict | None = None) -> dict:
+def summary(
+    samples: list[dict],
+    functions: list[str],
+    modes: list[str],
+    panels: list[str],
+    *,
+    accel: str | None,
+    records: list[dict] | None = None,
+    failed: dict | None = None,
+) -> dict:
     by_panel = {p: panel([s for s in samples if s["panel"] == p], functions, modes) for p in panels}
-    overall = {key: geomean(f["ratios"][key] for p in by_panel.values() for f in p["functions"].values())
-               for key in ("faasnap_vs_lazy", "faasnap_vs_reap", "faasnap_vs_cached")}
-    gaps = [f["ratios"]["gap_closed"] for p in by_panel.values() for f in p["functions"].values()
-            if f["ratios"]["gap_closed"] is not None]
+    overall = {
+        key: geomean(f["ratios"][key] for p in by_panel.values() for f in p["functions"].values())
+        for key in ("faasnap_vs_lazy", "faasnap_vs_reap", "faasnap_vs_cached")
+    }
+    gaps = [
+        f["ratios"]["gap_closed"]
+        for p in by_panel.values()
+        for f in p["functions"].values()
+        if f["ratios"]["gap_closed"] is not None
+    ]
     overall["gap_closed_median"] = statistics.median(gaps) if gaps else None
     note = None
     if accel == "tcg":
-        note = ("VMs ran under QEMU TCG (no usable KVM here): the guest CPU is 6-12x slower, so the "
-                "compute part of every invocation is inflated next to its paging; ratios between modes "
-                "of one run are what compares with the paper, not absolute times.")
+        note = (
+            "VMs ran under QEMU TCG (no usable KVM here): the guest CPU is 6-12x slower, so the "
+            "compute part of every invocation is inflated next to its paging; ratios between modes "
+            "of one run are what compares with the paper, not absolute times."
+        )
     return {
         "accel": accel,
         "functions": functions,

@@ -139,7 +139,7 @@ def qemu_io(pids: list[int]) -> dict:
     for pid in pids[:1]:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
-            out["majflt"] = int(stat[stat.rindex(")") + 2:].split()[9])
+            out["majflt"] = int(stat[stat.rindex(")") + 2 :].split()[9])
             for line in Path(f"/proc/{pid}/io").read_text().splitlines():
                 if line.startswith("read_bytes:"):
                     out["read_bytes"] = int(line.split()[1])
@@ -167,9 +167,19 @@ async def measure(client: IceboxClient, state_dir: Path, name: str, mode: str, p
     return sample
 
 
-async def run_function(client: IceboxClient, state_dir: Path, spec: FunctionSpec, *, modes: list[str],
-                       record_input: str, test_input: str, repetitions: int, snapshot: str,
-                       panel: str, log) -> tuple[list[dict], list[dict]]:
+async def run_function(
+    client: IceboxClient,
+    state_dir: Path,
+    spec: FunctionSpec,
+    *,
+    modes: list[str],
+    record_input: str,
+    test_input: str,
+    repetitions: int,
+    snapshot: str,
+    panel: str,
+    log,
+) -> tuple[list[dict], list[dict]]:
     names = {mode: action_name(spec.name, mode, panel) for mode in modes}
     for mode, name in names.items():
         await put_body(client, name, body(spec, mode, record_input, snapshot), f"{spec.name} ({mode})")
@@ -184,10 +194,12 @@ async def run_function(client: IceboxClient, state_dir: Path, spec: FunctionSpec
             for mode, name in names.items():
                 s = await measure(client, state_dir, name, mode, spec.input(test_input))
                 s.update({"function": spec.name, "mode": mode, "panel": panel, "rep": rep})
-                log(f"  {spec.name} {panel} {mode} #{rep}: {s['latency_ms']:.0f} ms"
+                log(
+                    f"  {spec.name} {panel} {mode} #{rep}: {s['latency_ms']:.0f} ms"
                     f" (restore {s['restore_ms']} ms, {s['restore_mode'] or 'NOT restored'},"
                     f" QEMU {s.get('majflt')} major faults, {(s.get('read_bytes') or 0) >> 20} MiB read,"
-                    f" cached before {s['cached_bytes_before']} B){'' if s['ok'] else ' FAILED: ' + str(s['error'])}")
+                    f" cached before {s['cached_bytes_before']} B){'' if s['ok'] else ' FAILED: ' + str(s['error'])}"
+                )
                 samples.append(s)
         return samples, records
     finally:

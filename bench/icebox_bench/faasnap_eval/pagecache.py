@@ -57,8 +57,12 @@ def resident_bytes(paths: list[Path]) -> int | None:
     tool = shutil.which("fincore")
     if tool is None or not paths:
         return None
-    out = subprocess.run([tool, "--bytes", "--noheadings", "--raw", "--output", "RES", *map(str, paths)],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [tool, "--bytes", "--noheadings", "--raw", "--output", "RES", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         return None
     return sum(int(line) for line in out.stdout.split() if line.isdigit())

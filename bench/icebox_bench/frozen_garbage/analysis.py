@@ -28,7 +28,7 @@ def ratios(real: list[int], ideal: list[int]) -> list[float]:
         raise ValueError(f"{len(real)} real measurements but {len(ideal)} ideal ones")
     if any(i <= 0 for i in ideal):
         raise ValueError("an ideal memory figure is not positive")
-    return [r / i for r, i in zip(real, ideal)]
+    return [r / i for r, i in zip(real, ideal, strict=True)]
 
 
 def to_mib(values: list[int]) -> list[float]:

@@ -42,8 +42,12 @@ def noop_exec(language: str, kind: str) -> dict | None:
     if language == "java":
         jar = paths.java_examples_jar()
         if jar.is_file():
-            return {"kind": kind, "code": base64.b64encode(jar.read_bytes()).decode("ascii"),
-                    "binary": True, "main": "Hello"}
+            return {
+                "kind": kind,
+                "code": base64.b64encode(jar.read_bytes()).decode("ascii"),
+                "binary": True,
+                "main": "Hello",
+            }
     return None
 
 
@@ -56,8 +60,10 @@ async def start_companion(client: IceboxClient, language: str, kind: str, memory
     The instance stays until stop_companion; raises IceboxError on failure."""
     exec_body = noop_exec(language, kind)
     if exec_body is None:
-        raise IceboxError(f"no no-op action for {language} (for Java, `make setup` builds "
-                          f"{paths.java_examples_jar().relative_to(paths.REPO_ROOT)})")
+        raise IceboxError(
+            f"no no-op action for {language} (for Java, `make setup` builds "
+            f"{paths.java_examples_jar().relative_to(paths.REPO_ROOT)})"
+        )
     action = companion_action(language)
     body: dict = {"exec": exec_body}
     if memory_mb:

@@ -62,8 +62,9 @@ class Measurement:
         return [r["uss"] for r in self.real]
 
     def ideal_bytes(self, measure: str = "uss") -> list[int]:
-        return analysis.ideal_series(self.runtime_ready[measure], [p["live_bytes"] for p in self.ideal],
-                                     self.baseline_live_bytes)
+        return analysis.ideal_series(
+            self.runtime_ready[measure], [p["live_bytes"] for p in self.ideal], self.baseline_live_bytes
+        )
 
     def summary_entry(self) -> dict:
         return analysis.function_summary(self.language, self.real_uss(), self.ideal_bytes("uss"))
@@ -111,9 +112,18 @@ async def _startup_memory(events: EventFollower, instance: str) -> tuple[dict | 
     return (ready or {}).get("memory"), (init_done or {}).get("memory")
 
 
-async def measure_function(client: IceboxClient, events: EventFollower, spec: FunctionSpec, iterations: int,
-                           size: str, *, baseline_live_bytes: int, invocations: JsonlWriter, exits: JsonlWriter,
-                           log=print) -> Measurement:
+async def measure_function(
+    client: IceboxClient,
+    events: EventFollower,
+    spec: FunctionSpec,
+    iterations: int,
+    size: str,
+    *,
+    baseline_live_bytes: int,
+    invocations: JsonlWriter,
+    exits: JsonlWriter,
+    log=print,
+) -> Measurement:
     real_action, ideal_action = action_names(spec.name)
     params = spec.input(size)
     m = Measurement(spec.name, spec.language, baseline_live_bytes=baseline_live_bytes)
@@ -123,12 +133,24 @@ async def measure_function(client: IceboxClient, events: EventFollower, spec: Fu
         await deploy(client, spec, ideal_action)
 
         log(f"{spec.name}: real instance, {iterations} invocations (input {size})")
-        m.real = await run_loop(client, real_action, params, iterations, invocations=invocations, exits=exits,
-                                timeout_ms=spec.timeout_ms, function=spec.name, tags={"phase": "real"}, log=log)
+        m.real = await run_loop(
+            client,
+            real_action,
+            params,
+            iterations,
+            invocations=invocations,
+            exits=exits,
+            timeout_ms=spec.timeout_ms,
+            function=spec.name,
+            tags={"phase": "real"},
+            log=log,
+        )
         m.instances["real"] = m.real[0]["instance"]
         ready, m.init_done = await _startup_memory(events, m.instances["real"])
         if not ready or not ready.get("uss"):
-            raise MeasurementError(f"{spec.name}: no runtime_ready event with memory for instance {m.instances['real']}")
+            raise MeasurementError(
+                f"{spec.name}: no runtime_ready event with memory for instance {m.instances['real']}"
+            )
         m.runtime_ready = ready
 
         async def collect_at_exit(i: int, fields: dict, record: dict) -> None:
@@ -137,16 +159,29 @@ async def measure_function(client: IceboxClient, events: EventFollower, spec: Fu
             if not isinstance(stats.get("live_bytes"), int):
                 raise MeasurementError(f"{spec.name}: the runtime reported no live_bytes after ?gc=1: {stats}")
             after = (await client.instance(record["instance"], fresh=True)).get("memory") or {}
-            point = {"iteration": i, "live_bytes": stats["live_bytes"],
-                     "heap_committed_bytes": stats.get("heap_committed_bytes"),
-                     **{f"eager_{k}": after.get(k, 0) for k in ("uss", "pss", "rss")}}
+            point = {
+                "iteration": i,
+                "live_bytes": stats["live_bytes"],
+                "heap_committed_bytes": stats.get("heap_committed_bytes"),
+                **{f"eager_{k}": after.get(k, 0) for k in ("uss", "pss", "rss")},
+            }
             m.ideal.append(point)
             exits.write({"function": spec.name, "phase": "ideal-gc", "instance": record["instance"], **point})
 
         log(f"{spec.name}: ideal instance, {iterations} invocations with a full collection after each")
-        ideal_exits = await run_loop(client, ideal_action, params, iterations, invocations=invocations, exits=exits,
-                                     timeout_ms=spec.timeout_ms, function=spec.name, tags={"phase": "ideal"},
-                                     after_exit=collect_at_exit, log=log)
+        ideal_exits = await run_loop(
+            client,
+            ideal_action,
+            params,
+            iterations,
+            invocations=invocations,
+            exits=exits,
+            timeout_ms=spec.timeout_ms,
+            function=spec.name,
+            tags={"phase": "ideal"},
+            after_exit=collect_at_exit,
+            log=log,
+        )
         m.instances["ideal"] = ideal_exits[0]["instance"]
         m.ideal_runtime_ready, _ = await _startup_memory(events, m.instances["ideal"])
     except (IceboxError, LoopError) as e:

@@ -2,8 +2,9 @@
 
 An action's sharing mode is its `icebox.sharing` annotation; in isolate mode
 `icebox.isolate_memory` (MB), `icebox.isolate_pool` and `icebox.isolate_idle_ms` tune the
-isolate pool, and `icebox.isolate_engine` (v8 or worker) says what an isolate is. `limits.concurrency` is how many activations one instance takes (process mode
-always takes one, so n concurrent activations start n instances).
+isolate pool, and `icebox.isolate_engine` (v8 or worker) says what an isolate is.
+`limits.concurrency` is how many activations one instance takes (process mode always takes
+one, so n concurrent activations start n instances).
 """
 
 from __future__ import annotations
@@ -20,8 +21,16 @@ from ..manifest import FunctionSpec
 SHARING_ANNOTATION = "icebox.sharing"
 
 
-def sharing_body(spec: FunctionSpec | None, mode: str, *, concurrency: int, memory_mb: int | None = None,
-                 isolate: dict | None = None, reclaim: str | None = None, exec_body: dict | None = None) -> dict:
+def sharing_body(
+    spec: FunctionSpec | None,
+    mode: str,
+    *,
+    concurrency: int,
+    memory_mb: int | None = None,
+    isolate: dict | None = None,
+    reclaim: str | None = None,
+    exec_body: dict | None = None,
+) -> dict:
     """The action body of `spec` (or of `exec_body`) in `mode`. `isolate` may hold memory_mb,
     pool, idle_ms, engine (each only sent when not None)."""
     body = action_body(spec) if spec is not None else {"exec": exec_body}
@@ -30,8 +39,12 @@ def sharing_body(spec: FunctionSpec | None, mode: str, *, concurrency: int, memo
     if memory_mb is not None:
         limits["memory"] = int(memory_mb)
     annotations = [{"key": SHARING_ANNOTATION, "value": mode}]
-    names = {"memory_mb": "icebox.isolate_memory", "pool": "icebox.isolate_pool", "idle_ms": "icebox.isolate_idle_ms",
-             "engine": "icebox.isolate_engine"}
+    names = {
+        "memory_mb": "icebox.isolate_memory",
+        "pool": "icebox.isolate_pool",
+        "idle_ms": "icebox.isolate_idle_ms",
+        "engine": "icebox.isolate_engine",
+    }
     if mode == "isolate":
         for key, value in (isolate or {}).items():
             if value is not None:
@@ -63,11 +76,15 @@ async def measure_action(client: IceboxClient, action: str) -> dict:
             if e.status == 404:  # evicted between the list and the read
                 return None
             raise
+
     measured = [v for v in await asyncio.gather(*(fresh(v) for v in views)) if v is not None]
-    out = {"t_ms": round(time.time() * 1000.0, 3), "instances": len(measured),
-           "in_flight": sum(int(v.get("in_flight") or 0) for v in measured),
-           "sharing_modes": [v.get("sharing_mode") for v in measured],
-           "sharing": [v.get("sharing") for v in measured]}
+    out = {
+        "t_ms": round(time.time() * 1000.0, 3),
+        "instances": len(measured),
+        "in_flight": sum(int(v.get("in_flight") or 0) for v in measured),
+        "sharing_modes": [v.get("sharing_mode") for v in measured],
+        "sharing": [v.get("sharing") for v in measured],
+    }
     for m in ("uss", "pss", "rss"):
         out[m] = sum(int((v.get("memory") or {}).get(m) or 0) for v in measured)
     return out

@@ -17,9 +17,9 @@ from .actions import measure_action
 @dataclass
 class LoopResult:
     n: int
-    records: list[dict] = field(default_factory=list)   # every invocation, warm-up included
-    samples: list[dict] = field(default_factory=list)   # measure_action() while all n ran
-    measured_from_ms: float = 0.0                       # client clock: the end of the warm-up
+    records: list[dict] = field(default_factory=list)  # every invocation, warm-up included
+    samples: list[dict] = field(default_factory=list)  # measure_action() while all n ran
+    measured_from_ms: float = 0.0  # client clock: the end of the warm-up
 
     def measured(self) -> list[dict]:
         """Invocations that started after the warm-up."""
@@ -29,10 +29,19 @@ class LoopResult:
         return [r for r in self.records if r["status"] != "success"]
 
 
-async def run_closed_loop(client: IceboxClient, action: str, params: dict, n: int, *, warmup_s: float,
-                          measure_s: float, sample_period_s: float | None = None,
-                          invocations: JsonlWriter | None = None, tags: dict | None = None,
-                          timeout_ms: int | None = None) -> LoopResult:
+async def run_closed_loop(
+    client: IceboxClient,
+    action: str,
+    params: dict,
+    n: int,
+    *,
+    warmup_s: float,
+    measure_s: float,
+    sample_period_s: float | None = None,
+    invocations: JsonlWriter | None = None,
+    tags: dict | None = None,
+    timeout_ms: int | None = None,
+) -> LoopResult:
     """Warm-up: until every worker has had one answer (so every instance or isolate the level
     needs exists) and `warmup_s` more; then `measure_s` measured, sampling memory every
     `sample_period_s` (None: no sampling)."""

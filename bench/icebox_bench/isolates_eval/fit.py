@@ -17,9 +17,9 @@ MODES = ("process", "shared", "isolate")
 
 @dataclass(frozen=True)
 class Fit:
-    slope_mb: float       # the least-squares slope, MB per concurrent activation
-    increment_mb: int     # ceil(slope), never negative
-    base_mb: float        # the thesis' Base: the bound at n = 1
+    slope_mb: float  # the least-squares slope, MB per concurrent activation
+    increment_mb: int  # ceil(slope), never negative
+    base_mb: float  # the thesis' Base: the bound at n = 1
     points: int
 
     @property
@@ -32,11 +32,16 @@ class Fit:
         return self.base_mb + (n - 1) * self.increment_mb
 
     def to_json(self) -> dict:
-        return {"slope_mb": round(self.slope_mb, 3), "increment_mb": self.increment_mb,
-                "base_mb": round(self.base_mb, 3), "base0_mb": round(self.base0_mb, 3), "points": self.points}
+        return {
+            "slope_mb": round(self.slope_mb, 3),
+            "increment_mb": self.increment_mb,
+            "base_mb": round(self.base_mb, 3),
+            "base0_mb": round(self.base0_mb, 3),
+            "points": self.points,
+        }
 
     @classmethod
-    def from_json(cls, d: dict) -> "Fit":
+    def from_json(cls, d: dict) -> Fit:
         return cls(slope_mb=d["slope_mb"], increment_mb=d["increment_mb"], base_mb=d["base_mb"], points=d["points"])
 
 
@@ -46,7 +51,7 @@ def least_squares_slope(ns: list[float], values: list[float]) -> float:
     var = sum((n - mean_n) ** 2 for n in ns)
     if var == 0:
         return 0.0
-    return sum((n - mean_n) * (v - mean_v) for n, v in zip(ns, values)) / var
+    return sum((n - mean_n) * (v - mean_v) for n, v in zip(ns, values, strict=True)) / var
 
 
 def fit(points: dict[int, float] | list[tuple[int, float]]) -> Fit:
@@ -59,7 +64,7 @@ def fit(points: dict[int, float] | list[tuple[int, float]]) -> Fit:
     slope = least_squares_slope(ns, values)
     # A whole MB, rounded up as the thesis does; a flat or falling profile costs nothing more.
     increment = max(0, math.ceil(slope - 1e-9))
-    base = max(v - (n - 1) * increment for n, v in zip(ns, values))
+    base = max(v - (n - 1) * increment for n, v in zip(ns, values, strict=True))
     return Fit(slope_mb=slope, increment_mb=increment, base_mb=base, points=len(pairs))
 
 

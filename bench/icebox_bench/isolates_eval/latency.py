@@ -29,16 +29,23 @@ TARGET_RETURNED = 0.95
 def _dist(values: list[float]) -> dict:
     if not values:
         return {"p50": None, "p90": None, "p99": None, "max": None}
-    return {"p50": round(percentile(values, 50), 3), "p90": round(percentile(values, 90), 3),
-            "p99": round(percentile(values, 99), 3), "max": round(max(values), 3)}
+    return {
+        "p50": round(percentile(values, 50), 3),
+        "p90": round(percentile(values, 90), 3),
+        "p99": round(percentile(values, 99), 3),
+        "max": round(max(values), 3),
+    }
 
 
 def level_entry(records: list[dict]) -> dict:
     """One (mode, level) from its measured invocation records."""
     ok = [r for r in records if r.get("status") == "success"]
-    return {"count": len(ok), "failures": len(records) - len(ok),
-            "latency_ms": _dist([float(r["latency_ms"]) for r in ok]),
-            "duration_ms": _dist([float(r["duration_ms"]) for r in ok if r.get("duration_ms") is not None])}
+    return {
+        "count": len(ok),
+        "failures": len(records) - len(ok),
+        "latency_ms": _dist([float(r["latency_ms"]) for r in ok]),
+        "duration_ms": _dist([float(r["duration_ms"]) for r in ok if r.get("duration_ms") is not None]),
+    }
 
 
 def p99_gains(modes: dict[str, dict]) -> dict[str, float]:
@@ -69,9 +76,14 @@ def teardown(rss_reclaimed: int, rss_held: int, rss_after: int, **extra) -> dict
     memory, then after that isolate was torn down (the same reclaim): the share of the held
     memory returned."""
     held = rss_held - rss_reclaimed
-    return {"rss_reclaimed_mb": round(rss_reclaimed / MIB, 3), "rss_held_mb": round(rss_held / MIB, 3),
-            "rss_after_mb": round(rss_after / MIB, 3), "held_mb": round(held / MIB, 3),
-            "returned": round((rss_held - rss_after) / held, 4) if held > 0 else None, **extra}
+    return {
+        "rss_reclaimed_mb": round(rss_reclaimed / MIB, 3),
+        "rss_held_mb": round(rss_held / MIB, 3),
+        "rss_after_mb": round(rss_after / MIB, 3),
+        "held_mb": round(held / MIB, 3),
+        "returned": round((rss_held - rss_after) / held, 4) if held > 0 else None,
+        **extra,
+    }
 
 
 def targets(gains: dict[str, float], starts: dict | None, down: dict | None) -> list[dict]:
@@ -79,22 +91,51 @@ def targets(gains: dict[str, float], starts: dict | None, down: dict | None) -> 
     multi = {n: g for n, g in gains.items() if int(n) >= 2}
     if multi:
         n, best = max(multi.items(), key=lambda kv: kv[1])
-        rows.append({"target": f"isolate p99 >= {TARGET_P99_GAIN:.0%} better than shared at some n >= 2",
-                     "value": best, "at": int(n), "met": best >= TARGET_P99_GAIN})
+        rows.append(
+            {
+                "target": f"isolate p99 >= {TARGET_P99_GAIN:.0%} better than shared at some n >= 2",
+                "value": best,
+                "at": int(n),
+                "met": best >= TARGET_P99_GAIN,
+            }
+        )
     if starts:
         for key, limit in (("pool_median", TARGET_POOL_START_MS), ("fresh_median", TARGET_FRESH_START_MS)):
             if starts.get(key) is not None:
-                rows.append({"target": f"isolate start {key} <= {limit:g} ms", "value": starts[key],
-                             "met": starts[key] <= limit})
+                rows.append(
+                    {
+                        "target": f"isolate start {key} <= {limit:g} ms",
+                        "value": starts[key],
+                        "met": starts[key] <= limit,
+                    }
+                )
     if down and down.get("returned") is not None:
-        rows.append({"target": f"teardown returns >= {TARGET_RETURNED:.0%} of the held memory",
-                     "value": down["returned"], "met": down["returned"] >= TARGET_RETURNED})
+        rows.append(
+            {
+                "target": f"teardown returns >= {TARGET_RETURNED:.0%} of the held memory",
+                "value": down["returned"],
+                "met": down["returned"] >= TARGET_RETURNED,
+            }
+        )
     return rows
 
 
-def summary(function: str, levels: list[int], modes: dict[str, dict], starts: dict | None, down: dict | None,
-            loaded_starts: dict | None = None) -> dict:
+def summary(
+    function: str,
+    levels: list[int],
+    modes: dict[str, dict],
+    starts: dict | None,
+    down: dict | None,
+    loaded_starts: dict | None = None,
+) -> dict:
     gains = p99_gains(modes)
-    return {"function": function, "levels": levels, "modes": modes, "p99_isolate_vs_shared": gains,
-            "isolate_start_ms": starts, "isolate_start_ms_loaded": loaded_starts, "teardown": down,
-            "targets": targets(gains, starts, down)}
+    return {
+        "function": function,
+        "levels": levels,
+        "modes": modes,
+        "p99_isolate_vs_shared": gains,
+        "isolate_start_ms": starts,
+        "isolate_start_ms_loaded": loaded_starts,
+        "teardown": down,
+        "targets": targets(gains, starts, down),
+    }

@@ -37,25 +37,46 @@ function main(args) {
 """
 
 
-async def measure_mode(client: IceboxClient, spec: FunctionSpec, mode: str, levels: list[int], *,
-                       warmup_s: float, measure_s: float, memory_mb: int | None, isolate: dict | None,
-                       size: str = "A", invocations: JsonlWriter | None = None,
-                       log=print) -> tuple[dict, dict | None]:
+async def measure_mode(
+    client: IceboxClient,
+    spec: FunctionSpec,
+    mode: str,
+    levels: list[int],
+    *,
+    warmup_s: float,
+    measure_s: float,
+    memory_mb: int | None,
+    isolate: dict | None,
+    size: str = "A",
+    invocations: JsonlWriter | None = None,
+    log=print,
+) -> tuple[dict, dict | None]:
     """({level: latency.level_entry}, isolate start times or None)."""
     action = f"isolates-latency.{spec.name}.{mode}"
-    await deploy(client, action, sharing_body(spec, mode, concurrency=max(levels), memory_mb=memory_mb,
-                                              isolate=isolate))
+    await deploy(
+        client, action, sharing_body(spec, mode, concurrency=max(levels), memory_mb=memory_mb, isolate=isolate)
+    )
     out: dict[str, dict] = {}
     starts = None
     try:
         for n in sorted(levels):
-            r = await run_closed_loop(client, action, spec.input(size), n, warmup_s=warmup_s, measure_s=measure_s,
-                                      invocations=invocations, tags={"function": spec.name, "mode": mode},
-                                      timeout_ms=spec.timeout_ms)
+            r = await run_closed_loop(
+                client,
+                action,
+                spec.input(size),
+                n,
+                warmup_s=warmup_s,
+                measure_s=measure_s,
+                invocations=invocations,
+                tags={"function": spec.name, "mode": mode},
+                timeout_ms=spec.timeout_ms,
+            )
             out[str(n)] = latency.level_entry(r.measured())
             e = out[str(n)]
-            log(f"{spec.name}/{mode} c={n}: p50 {e['latency_ms']['p50']} ms, p99 {e['latency_ms']['p99']} ms "
-                f"over {e['count']} ({e['failures']} failed)")
+            log(
+                f"{spec.name}/{mode} c={n}: p50 {e['latency_ms']['p50']} ms, p99 {e['latency_ms']['p99']} ms "
+                f"over {e['count']} ({e['failures']} failed)"
+            )
         if mode == "isolate":
             for view in await instances_of(client, action):
                 s = latency.start_times(await client.instance_stats(view["id"]))
@@ -66,14 +87,25 @@ async def measure_mode(client: IceboxClient, spec: FunctionSpec, mode: str, leve
     return out, starts
 
 
-async def measure_starts(client: IceboxClient, spec: FunctionSpec, *, rounds: int, memory_mb: int | None,
-                         isolate: dict | None, size: str = "A", log=print) -> dict | None:
+async def measure_starts(
+    client: IceboxClient,
+    spec: FunctionSpec,
+    *,
+    rounds: int,
+    memory_mb: int | None,
+    isolate: dict | None,
+    size: str = "A",
+    log=print,
+) -> dict | None:
     """Isolate start times on an otherwise idle node: `rounds` fresh starts (each after a reclaim
     terminated every idle isolate, so the activation must create one), then `rounds` pool starts
     (sequential activations borrowing the warm isolate). The runtime's medians, from /stats."""
     action = f"isolates-latency.{spec.name}.starts"
-    await deploy(client, action, sharing_body(spec, "isolate", concurrency=2, memory_mb=memory_mb, isolate=isolate,
-                                              reclaim="desiccant"))
+    await deploy(
+        client,
+        action,
+        sharing_body(spec, "isolate", concurrency=2, memory_mb=memory_mb, isolate=isolate, reclaim="desiccant"),
+    )
     params = spec.input(size)
     try:
         first = await invoke_once(client, action, params, action_timeout_ms=spec.timeout_ms)
@@ -98,20 +130,36 @@ async def measure_starts(client: IceboxClient, spec: FunctionSpec, *, rounds: in
         out = latency.start_times(await client.instance_stats(instance))
         if out is not None:
             out["fresh_samples_ms"], out["pool_samples_ms"] = fresh, pool
-            log(f"isolate starts, idle node: pool median {out.get('pool_median')} ms, fresh median "
-                f"{out.get('fresh_median')} ms")
+            log(
+                f"isolate starts, idle node: pool median {out.get('pool_median')} ms, fresh median "
+                f"{out.get('fresh_median')} ms"
+            )
         return out
     finally:
         await remove(client, action, log)
 
 
-async def measure_teardown(client: IceboxClient, kind: str, *, hold_mb: int, isolate_memory_mb: int,
-                           memory_mb: int, variant: str | None = None, engine: str | None = None,
-                           log=print) -> dict:
+async def measure_teardown(
+    client: IceboxClient,
+    kind: str,
+    *,
+    hold_mb: int,
+    isolate_memory_mb: int,
+    memory_mb: int,
+    variant: str | None = None,
+    engine: str | None = None,
+    log=print,
+) -> dict:
     action = "isolates-latency.teardown"
-    body = sharing_body(None, "isolate", concurrency=2, memory_mb=memory_mb, reclaim="desiccant",
-                        isolate={"memory_mb": isolate_memory_mb, "pool": 1, "engine": engine},
-                        exec_body={"kind": kind, "code": HOLD_SOURCE, "binary": False})
+    body = sharing_body(
+        None,
+        "isolate",
+        concurrency=2,
+        memory_mb=memory_mb,
+        reclaim="desiccant",
+        isolate={"memory_mb": isolate_memory_mb, "pool": 1, "engine": engine},
+        exec_body={"kind": kind, "code": HOLD_SOURCE, "binary": False},
+    )
     await deploy(client, action, body)
     try:
         first = await invoke_once(client, action, {"hold_mb": 0})
@@ -130,9 +178,19 @@ async def measure_teardown(client: IceboxClient, kind: str, *, hold_mb: int, iso
         after = memory_of(await wait_frozen(client, instance))
         stats_after = latency.start_times(await client.instance_stats(instance))
         log(f"teardown: RSS reclaimed {reclaimed['rss']}, holding {holding['rss']}, after {after['rss']} bytes")
-        return latency.teardown(reclaimed["rss"], holding["rss"], after["rss"], hold_mb=hold_mb,
-                                isolates_before=before, isolates_after=stats_after,
-                                reclaim=report, uss_mb={"reclaimed": reclaimed["uss"] / 2**20,
-                                                        "held": holding["uss"] / 2**20, "after": after["uss"] / 2**20})
+        return latency.teardown(
+            reclaimed["rss"],
+            holding["rss"],
+            after["rss"],
+            hold_mb=hold_mb,
+            isolates_before=before,
+            isolates_after=stats_after,
+            reclaim=report,
+            uss_mb={
+                "reclaimed": reclaimed["uss"] / 2**20,
+                "held": holding["uss"] / 2**20,
+                "after": after["uss"] / 2**20,
+            },
+        )
     finally:
         await remove(client, action, log)

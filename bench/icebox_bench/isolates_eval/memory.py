@@ -55,8 +55,9 @@ def function_entry(modes: dict[str, dict]) -> dict:
     fit = {mode: fitting.Fit.from_json(e["fit"]) for mode, e in fitted.items()}
     if "isolate" in fitted and "process" in fitted:
         iso, proc = peaks(fitted["isolate"]["points"]), peaks(fitted["process"]["points"])
-        measured = round(iso[RATIO_LEVEL] / proc[RATIO_LEVEL], 4) if RATIO_LEVEL in iso and RATIO_LEVEL in proc \
-            else None
+        measured = (
+            round(iso[RATIO_LEVEL] / proc[RATIO_LEVEL], 4) if RATIO_LEVEL in iso and RATIO_LEVEL in proc else None
+        )
         out["isolate_over_process_at_8"] = {
             "measured": measured,
             "fitted": round(fit["isolate"].limit(RATIO_LEVEL) / fit["process"].limit(RATIO_LEVEL), 4),
@@ -64,7 +65,9 @@ def function_entry(modes: dict[str, dict]) -> dict:
     if "isolate" in fitted and "shared" in fitted:
         out["crossover"] = {
             "fitted": fitting.crossover(fit["isolate"], fit["shared"]),
-            "measured": fitting.measured_crossover(peaks(fitted["isolate"]["points"]), peaks(fitted["shared"]["points"])),
+            "measured": fitting.measured_crossover(
+                peaks(fitted["isolate"]["points"]), peaks(fitted["shared"]["points"])
+            ),
         }
     return out
 
@@ -74,8 +77,14 @@ def targets(functions: dict[str, dict]) -> list[dict]:
     for name, f in sorted(functions.items()):
         ratio = (f.get("isolate_over_process_at_8") or {}).get("measured")
         if ratio is not None:
-            rows.append({"function": name, "target": f"isolate/process memory at n=8 <= {TARGET_ISOLATE_OVER_PROCESS_AT_8}",
-                         "value": ratio, "met": ratio <= TARGET_ISOLATE_OVER_PROCESS_AT_8})
+            rows.append(
+                {
+                    "function": name,
+                    "target": f"isolate/process memory at n=8 <= {TARGET_ISOLATE_OVER_PROCESS_AT_8}",
+                    "value": ratio,
+                    "met": ratio <= TARGET_ISOLATE_OVER_PROCESS_AT_8,
+                }
+            )
     return rows
 
 

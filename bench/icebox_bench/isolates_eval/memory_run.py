@@ -31,9 +31,17 @@ def action_name(prefix: str, function: str, mode: str) -> str:
     return f"{prefix}.{function}.{mode}"
 
 
-async def measure_mode(client: IceboxClient, spec: FunctionSpec, mode: str, plan: MemoryPlan, *,
-                       prefix: str = "isolates-memory", invocations: JsonlWriter | None = None,
-                       samples: JsonlWriter | None = None, log=print) -> dict:
+async def measure_mode(
+    client: IceboxClient,
+    spec: FunctionSpec,
+    mode: str,
+    plan: MemoryPlan,
+    *,
+    prefix: str = "isolates-memory",
+    invocations: JsonlWriter | None = None,
+    samples: JsonlWriter | None = None,
+    log=print,
+) -> dict:
     """{"points": {n: level_point}, "reported_modes": [...], "failures": {n: first error}}."""
     action = action_name(prefix, spec.name, mode)
     body = sharing_body(spec, mode, concurrency=max(plan.levels), memory_mb=plan.memory_mb, isolate=plan.isolate)
@@ -43,25 +51,37 @@ async def measure_mode(client: IceboxClient, spec: FunctionSpec, mode: str, plan
     errors: dict[str, str] = {}
     try:
         for n in sorted(plan.levels):
-            r = await run_closed_loop(client, action, spec.input(plan.size), n, warmup_s=plan.warmup_s,
-                                      measure_s=plan.hold_s, sample_period_s=plan.sample_period_s,
-                                      invocations=invocations, tags={"function": spec.name, "mode": mode},
-                                      timeout_ms=spec.timeout_ms)
+            r = await run_closed_loop(
+                client,
+                action,
+                spec.input(plan.size),
+                n,
+                warmup_s=plan.warmup_s,
+                measure_s=plan.hold_s,
+                sample_period_s=plan.sample_period_s,
+                invocations=invocations,
+                tags={"function": spec.name, "mode": mode},
+                timeout_ms=spec.timeout_ms,
+            )
             for s in r.samples:
                 reported |= reported_modes(s)
                 if samples is not None:
-                    samples.write({"function": spec.name, "mode": mode, "concurrency": n,
-                                   **s})
+                    samples.write({"function": spec.name, "mode": mode, "concurrency": n, **s})
             failed = r.failures()
             if failed:
                 errors[str(n)] = str(failed[0].get("error") or failed[0]["status"])
-                log(f"warning: {spec.name}/{mode} n={n}: {len(failed)} of {len(r.records)} invocations failed: "
-                    f"{errors[str(n)]}")
-            points[str(n)] = memory.level_point(r.samples, plan.measure, invocations=len(r.records),
-                                                failures=len(failed))
+                log(
+                    f"warning: {spec.name}/{mode} n={n}: {len(failed)} of {len(r.records)} invocations failed: "
+                    f"{errors[str(n)]}"
+                )
+            points[str(n)] = memory.level_point(
+                r.samples, plan.measure, invocations=len(r.records), failures=len(failed)
+            )
             p = points[str(n)]
-            log(f"{spec.name}/{mode} n={n}: {plan.measure} peak {p['peak_mb']} MiB, mean {p['mean_mb']} MiB, "
-                f"{p['instances']} instance(s), {p['in_flight_mean']} in flight")
+            log(
+                f"{spec.name}/{mode} n={n}: {plan.measure} peak {p['peak_mb']} MiB, mean {p['mean_mb']} MiB, "
+                f"{p['instances']} instance(s), {p['in_flight_mean']} in flight"
+            )
     finally:
         await remove(client, action, log)
     if reported and reported != {mode}:

@@ -6,7 +6,7 @@ from .fit import MODES
 
 
 def int_list(text) -> list[int]:
-    """"1,2,4" → [1, 2, 4] (sorted, distinct, each ≥ 1)."""
+    """ "1,2,4" → [1, 2, 4] (sorted, distinct, each ≥ 1)."""
     items = [int(x) for x in str(text).split(",") if x.strip()]
     if not items or any(n < 1 for n in items):
         raise ValueError(f"invalid list of levels {text!r}")

@@ -35,7 +35,10 @@ def sharing_entry(mode: str, peaks_mb: dict[int, float], idle_none_mb: float) ->
         raise ValueError(f"no memory measured in {mode} mode")
     if mode == "process":
         per_instance = max(v / n for n, v in peaks_mb.items())
-        return {"base_mb": round(idle_none_mb, 3), "increment_mb": float(max(0, math.ceil(per_instance - idle_none_mb)))}
+        return {
+            "base_mb": round(idle_none_mb, 3),
+            "increment_mb": float(max(0, math.ceil(per_instance - idle_none_mb))),
+        }
     f = fitting.fit(peaks_mb)
     return {"base_mb": round(f.base0_mb, 3), "increment_mb": float(f.increment_mb)}
 
@@ -48,8 +51,14 @@ def cold_start_ms(runs: list[dict]) -> float:
     return round(max(0.0, sum(values) / len(values)), 3)
 
 
-def function_entry(*, runs: list[dict], warm_durations_ms: list[float], peaks: dict[str, dict[int, float]],
-                   idle_none: int, idle_desiccant: int) -> dict:
+def function_entry(
+    *,
+    runs: list[dict],
+    warm_durations_ms: list[float],
+    peaks: dict[str, dict[int, float]],
+    idle_none: int,
+    idle_desiccant: int,
+) -> dict:
     """One function's profile; idle figures in bytes, peaks in MiB."""
     if not warm_durations_ms:
         raise ValueError("no warm invocation duration")

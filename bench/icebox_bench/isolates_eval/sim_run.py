@@ -17,12 +17,41 @@ def sim_binary() -> Path:
     return paths.bin_dir() / "icebox-sim"
 
 
-def sim_argv(binary: Path, events_csv: Path, profiles: Path, out: Path, *, node_memory: str, keepalive_s: float,
-             sharing: str, concurrency: int, technique: str = "none") -> list[str]:
-    return [str(binary), "--trace", f"events:{events_csv}", "--profiles", str(profiles),
-            "--mapping", "round-robin", "--nodes", "1", "--node-memory", node_memory,
-            "--keepalive", f"ttl:{keepalive_s:g}s", "--sharing", sharing, "--concurrency", str(concurrency),
-            "--technique", technique, "--out", str(out)]
+def sim_argv(
+    binary: Path,
+    events_csv: Path,
+    profiles: Path,
+    out: Path,
+    *,
+    node_memory: str,
+    keepalive_s: float,
+    sharing: str,
+    concurrency: int,
+    technique: str = "none",
+) -> list[str]:
+    return [
+        str(binary),
+        "--trace",
+        f"events:{events_csv}",
+        "--profiles",
+        str(profiles),
+        "--mapping",
+        "round-robin",
+        "--nodes",
+        "1",
+        "--node-memory",
+        node_memory,
+        "--keepalive",
+        f"ttl:{keepalive_s:g}s",
+        "--sharing",
+        sharing,
+        "--concurrency",
+        str(concurrency),
+        "--technique",
+        technique,
+        "--out",
+        str(out),
+    ]
 
 
 def run_sim(argv: list[str], log_path: Path, timeout_s: float = 600.0) -> float:
@@ -50,6 +79,9 @@ def read_sim(out: Path, horizon_ms: float) -> dict:
     the memory averaged over the same horizon as the replay's, from its timeline."""
     top = json.loads((out / "summary.json").read_text())
     avg = step_mean(timeline_memory(out / "timeline.csv"), 0.0, horizon_ms)
-    return {"cold_starts": top["runs"][0]["metrics"]["cold_starts"],
-            "avg_memory_mb": round(avg, 3) if avg is not None else None,
-            "events_per_s": top["events_per_s"], "summary": top}
+    return {
+        "cold_starts": top["runs"][0]["metrics"]["cold_starts"],
+        "avg_memory_mb": round(avg, 3) if avg is not None else None,
+        "events_per_s": top["events_per_s"],
+        "summary": top,
+    }

@@ -64,8 +64,9 @@ def minute_totals(invocations: list[TraceInvocation]) -> dict[int, int]:
     return dict(Counter(int(inv.time_s // 60) for inv in invocations))
 
 
-def choose_functions(invocations: list[TraceInvocation], budget: int, seed: int,
-                     max_functions: int | None = None) -> list[str]:
+def choose_functions(
+    invocations: list[TraceInvocation], budget: int, seed: int, max_functions: int | None = None
+) -> list[str]:
     """Trace functions, shuffled with `seed`, kept while their invocations fit in `budget`
     (and at most `max_functions`: the node's instance limit)."""
     counts = Counter(inv.function for inv in invocations)
@@ -98,8 +99,10 @@ def assign_actions(trace_functions: list[str], bench_functions: list[str]) -> di
     every action its own profile."""
     if not bench_functions:
         raise ValueError("no benchmark function")
-    return {t: (f"sv{k:03d}.{bench_functions[k % len(bench_functions)]}", bench_functions[k % len(bench_functions)])
-            for k, t in enumerate(trace_functions)}
+    return {
+        t: (f"sv{k:03d}.{bench_functions[k % len(bench_functions)]}", bench_functions[k % len(bench_functions)])
+        for k, t in enumerate(trace_functions)
+    }
 
 
 def median_invocations(invocations: list[TraceInvocation], actions: dict) -> int:
@@ -110,15 +113,26 @@ def median_invocations(invocations: list[TraceInvocation], actions: dict) -> int
     return max(1, int(statistics.median_low(per_function.values()))) if per_function else 1
 
 
-def events(invocations: list[TraceInvocation], actions: dict[str, tuple[str, str]], origin_s: float, speed: float,
-           warm_ms: dict[str, float]) -> list[dict]:
+def events(
+    invocations: list[TraceInvocation],
+    actions: dict[str, tuple[str, str]],
+    origin_s: float,
+    speed: float,
+    warm_ms: dict[str, float],
+) -> list[dict]:
     """The replayed events, in time order: {"time_ms", "function" (the action), "duration_ms", "bench"}."""
     out = []
     for inv in invocations:
         if inv.function in actions:
             action, bench = actions[inv.function]
-            out.append({"time_ms": round((inv.time_s - origin_s) / speed * 1000.0, 3), "function": action,
-                        "duration_ms": warm_ms[bench], "bench": bench})
+            out.append(
+                {
+                    "time_ms": round((inv.time_s - origin_s) / speed * 1000.0, 3),
+                    "function": action,
+                    "duration_ms": warm_ms[bench],
+                    "bench": bench,
+                }
+            )
     out.sort(key=lambda e: e["time_ms"])
     return out
 
@@ -132,8 +146,14 @@ def write_events_csv(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def sim_profiles(profile: dict, actions: dict[str, tuple[str, str]], *, counts: dict[str, int] | None = None,
-                 idle_curves: dict[str, list[float]] | None = None, mode: str = "process") -> dict:
+def sim_profiles(
+    profile: dict,
+    actions: dict[str, tuple[str, str]],
+    *,
+    counts: dict[str, int] | None = None,
+    idle_curves: dict[str, list[float]] | None = None,
+    mode: str = "process",
+) -> dict:
     """The profile file the simulator gets: one entry per action, its benchmark function's.
 
     With `idle_curves` ({function: [MiB idle after 1, 2, ... invocations]}) and `counts`
@@ -149,11 +169,17 @@ def sim_profiles(profile: dict, actions: dict[str, tuple[str, str]], *, counts: 
         if curve and counts is not None and mode == "process":
             c = max(1, counts.get(trace_function, 1))
             idle = round(curve[min(c, len(curve)) - 1], 3)
-            entry = {**entry, "sharing": {**entry["sharing"], "process": {**entry["sharing"]["process"], "base_mb": idle}},
-                     "idle_mb": {**entry.get("idle_mb", {}), "none": idle}}
+            entry = {
+                **entry,
+                "sharing": {**entry["sharing"], "process": {**entry["sharing"]["process"], "base_mb": idle}},
+                "idle_mb": {**entry.get("idle_mb", {}), "none": idle},
+            }
         functions[action] = entry
-    note = "per action, its function's profile" + (", idle memory after the action's invocation count"
-                                                   if idle_curves and counts is not None and mode == "process" else "")
+    note = "per action, its function's profile" + (
+        ", idle memory after the action's invocation count"
+        if idle_curves and counts is not None and mode == "process"
+        else ""
+    )
     return {**profile, "source": f"{profile.get('source', '')}; sim-validate: {note}", "functions": functions}
 
 
@@ -168,8 +194,13 @@ def targets(difference: dict) -> list[dict]:
     for key in ("cold_starts", "avg_memory_mb"):
         d = difference.get(key)
         if d is not None:
-            rows.append({"target": f"simulated {key} within {TARGET_RELATIVE_DIFFERENCE:.0%} of the replay",
-                         "value": d, "met": abs(d) <= TARGET_RELATIVE_DIFFERENCE})
+            rows.append(
+                {
+                    "target": f"simulated {key} within {TARGET_RELATIVE_DIFFERENCE:.0%} of the replay",
+                    "value": d,
+                    "met": abs(d) <= TARGET_RELATIVE_DIFFERENCE,
+                }
+            )
     return rows
 
 

@@ -23,7 +23,7 @@ ACTION_PREFIX = "sv"
 @dataclass
 class ReplayPlan:
     invocations: list[TraceInvocation]
-    actions: dict[str, tuple[str, str]]     # trace function -> (action, benchmark function)
+    actions: dict[str, tuple[str, str]]  # trace function -> (action, benchmark function)
     specs: dict[str, FunctionSpec]
     origin_s: float
     speed: float
@@ -35,19 +35,27 @@ class ReplayPlan:
     measure: str = "uss"
 
 
-async def _sample(client: IceboxClient, actions: set[str], measure: str, t0_ms: float, out: list,
-                  stop: asyncio.Event, period_s: float = 1.0) -> None:
+async def _sample(
+    client: IceboxClient,
+    actions: set[str],
+    measure: str,
+    t0_ms: float,
+    out: list,
+    stop: asyncio.Event,
+    period_s: float = 1.0,
+) -> None:
     while not stop.is_set():
         try:
             views = await client.instances()
-            total = sum(int((v.get("memory") or {}).get(measure) or 0) for v in views
-                        if action_name(v.get("action")) in actions)
+            total = sum(
+                int((v.get("memory") or {}).get(measure) or 0) for v in views if action_name(v.get("action")) in actions
+            )
             out.append((time.time() * 1000.0 - t0_ms, total / MIB))
         except IceboxError:
             pass
         try:
             await asyncio.wait_for(stop.wait(), period_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 
@@ -57,13 +65,20 @@ async def replay(client: IceboxClient, plan: ReplayPlan, invocations: JsonlWrite
     for action, bench in sorted(set(plan.actions.values())):
         await deploy(client, action, sharing_body(plan.specs[bench], plan.sharing, concurrency=plan.concurrency))
     log(f"deployed {len(names)} actions ({plan.sharing} mode)")
-    sched = build(plan.invocations, {t: a for t, (a, _) in plan.actions.items()},
-                  Timeline(origin_s=plan.origin_s, scale=plan.speed))
-    driver = OpenLoop(client, sched, invocations,
-                      params={a: plan.specs[b].input(plan.size) for a, b in plan.actions.values()},
-                      action_timeouts_ms={a: plan.specs[b].timeout_ms for a, b in plan.actions.values()
-                                          if plan.specs[b].timeout_ms},
-                      drain_timeout_s=plan.drain_timeout_s, log=log)
+    sched = build(
+        plan.invocations,
+        {t: a for t, (a, _) in plan.actions.items()},
+        Timeline(origin_s=plan.origin_s, scale=plan.speed),
+    )
+    driver = OpenLoop(
+        client,
+        sched,
+        invocations,
+        params={a: plan.specs[b].input(plan.size) for a, b in plan.actions.values()},
+        action_timeouts_ms={a: plan.specs[b].timeout_ms for a, b in plan.actions.values() if plan.specs[b].timeout_ms},
+        drain_timeout_s=plan.drain_timeout_s,
+        log=log,
+    )
     samples: list[tuple[float, float]] = []
     stop = asyncio.Event()
     t0_ms = time.time() * 1000.0 + driver.start_delay_s * 1000.0
@@ -81,8 +96,13 @@ async def replay(client: IceboxClient, plan: ReplayPlan, invocations: JsonlWrite
         for action in sorted(names):
             await remove(client, action, log)
     mine = [r for r in read_jsonl(invocations.path) if r.get("function") in names]
-    return {"scheduled": len(sched.items), "statuses": result.to_json()["statuses"],
-            "cold_starts": sum(1 for r in mine if r.get("start_kind") == "cold"),
-            "warm_starts": sum(1 for r in mine if r.get("start_kind") == "warm"),
-            "lag_ms": result.lag_ms, "start_epoch_ms": result.start_epoch_ms, "memory": samples,
-            "horizon_ms": (sched.length_s() + plan.tail_s) * 1000.0}
+    return {
+        "scheduled": len(sched.items),
+        "statuses": result.to_json()["statuses"],
+        "cold_starts": sum(1 for r in mine if r.get("start_kind") == "cold"),
+        "warm_starts": sum(1 for r in mine if r.get("start_kind") == "warm"),
+        "lag_ms": result.lag_ms,
+        "start_epoch_ms": result.start_epoch_ms,
+        "memory": samples,
+        "horizon_ms": (sched.length_s() + plan.tail_s) * 1000.0,
+    }

@@ -13,6 +13,8 @@ REGISTRY: dict[str, type[Recipe]] = {}
 
 class UnknownRecipe(ValueError):
     pass
+
+
 _discovered = False
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import argparse
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 from ..client import IceboxClient
 from ..recorder import RunDir

@@ -24,18 +24,26 @@ class DesiccantFig13(Recipe):
     config_file = Path(__file__).with_suffix(".toml")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--functions", default=None,
-                            help="all, python, nodejs, java, or a comma list (default: a subset per language)")
-        parser.add_argument("--before-runs", type=int, default=None,
-                            help="invocations before the reclaim (default 130)")
+        parser.add_argument(
+            "--functions",
+            default=None,
+            help="all, python, nodejs, java, or a comma list (default: a subset per language)",
+        )
+        parser.add_argument(
+            "--before-runs", type=int, default=None, help="invocations before the reclaim (default 130)"
+        )
         parser.add_argument("--window", type=int, default=None, help="invocations compared on each side (default 10)")
-        parser.add_argument("--variants", default=None,
-                            help="LANG=V1,V2;LANG=... variants besides the runtime's default "
-                                 "(default: every variant of each runtime)")
+        parser.add_argument(
+            "--variants",
+            default=None,
+            help="LANG=V1,V2;LANG=... variants besides the runtime's default (default: every variant of each runtime)",
+        )
         parser.add_argument("--input", choices=("A", "B"), default=None, help="input size (default A)")
-        parser.add_argument("--pause", default=None,
-                            help="time the reclaimed instance stays frozen before the runs after it "
-                                 "(default 0s, the paper's protocol)")
+        parser.add_argument(
+            "--pause",
+            default=None,
+            help="time the reclaimed instance stays frozen before the runs after it (default 0s, the paper's protocol)",
+        )
 
     async def run(self, ctx: RecipeContext) -> dict:
         s = ctx.settings
@@ -51,16 +59,29 @@ class DesiccantFig13(Recipe):
         for spec in specs:
             try:
                 functions[spec.name] = await measure_function(
-                    ctx.client, spec, variants.get(spec.language, []), before_runs, window, s["input"],
-                    invocations=ctx.session.invocations, reclaims=reclaims, log=ctx.log, pause_s=pause_s)
+                    ctx.client,
+                    spec,
+                    variants.get(spec.language, []),
+                    before_runs,
+                    window,
+                    s["input"],
+                    invocations=ctx.session.invocations,
+                    reclaims=reclaims,
+                    log=ctx.log,
+                    pause_s=pause_s,
+                )
             except (ProtocolError, IceboxError, manifest.ManifestError, FileNotFoundError, ValueError) as e:
                 failed[spec.name] = str(e)
                 ctx.log(f"error: {spec.name}: {e}")
                 continue
-            ctx.log(f"{spec.name}: " + ", ".join(f"{v} {100 * e['slowdown']:+.1f}%"
-                                                  for v, e in functions[spec.name]["variants"].items()))
+            ctx.log(
+                f"{spec.name}: "
+                + ", ".join(f"{v} {100 * e['slowdown']:+.1f}%" for v, e in functions[spec.name]["variants"].items())
+            )
             # After every function: an interrupted run keeps what it measured.
-            ctx.run_dir.write_json("summary.json", fig13.summary(functions, before_runs=before_runs, window=window, pause_s=pause_s))
+            ctx.run_dir.write_json(
+                "summary.json", fig13.summary(functions, before_runs=before_runs, window=window, pause_s=pause_s)
+            )
         ctx.run_dir.write_json("failed.json", failed)
         if failed:
             ctx.session.result["failed"] = failed

@@ -24,8 +24,11 @@ class DesiccantFig7(Recipe):
     config_file = Path(__file__).with_suffix(".toml")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--functions", default=None,
-                            help="all, python, nodejs, java, or a comma list (default: all Java and Node.js, four Python)")
+        parser.add_argument(
+            "--functions",
+            default=None,
+            help="all, python, nodejs, java, or a comma list (default: all Java and Node.js, four Python)",
+        )
         parser.add_argument("--iterations", type=int, default=None, help="invocations per instance (default 100)")
         parser.add_argument("--input", choices=("A", "B"), default=None, help="input size (default A)")
 
@@ -36,23 +39,41 @@ class DesiccantFig7(Recipe):
             raise ValueError("--iterations must be at least 1")
         specs = manifest.select(str(s["functions"]), manifest.load_all(ctx.functions_dir))
         if not ctx.own_daemon:
-            ctx.log("note: using an external iceboxd: it must keep instances alive for the whole sequence and "
-                    "its policy must not reclaim them (a large --pool-memory)")
+            ctx.log(
+                "note: using an external iceboxd: it must keep instances alive for the whole sequence and "
+                "its policy must not reclaim them (a large --pool-memory)"
+            )
         functions: dict[str, dict] = {}
-        details: dict = {"method": {"iterations": iterations, "input": s["input"], "reclaim_variant": "runtime default",
-                                    "bare_runtime": "no-op companion instance per language, kept alive"},
-                         "baselines": {}, "functions": {}, "failed": {}}
+        details: dict = {
+            "method": {
+                "iterations": iterations,
+                "input": s["input"],
+                "reclaim_variant": "runtime default",
+                "bare_runtime": "no-op companion instance per language, kept alive",
+            },
+            "baselines": {},
+            "functions": {},
+            "failed": {},
+        }
         exits = ctx.run_dir.jsonl("exits.jsonl")
         try:
             for spec in specs:
                 try:
                     if spec.language not in details["baselines"]:
                         details["baselines"][spec.language] = await start_companion(
-                            ctx.client, spec.language, spec.kind, spec.memory_mb)
+                            ctx.client, spec.language, spec.kind, spec.memory_mb
+                        )
                     m = await measure_function(
-                        ctx.client, ctx.session.events, spec, iterations, s["input"],
+                        ctx.client,
+                        ctx.session.events,
+                        spec,
+                        iterations,
+                        s["input"],
                         baseline_live_bytes=details["baselines"][spec.language]["live_bytes"],
-                        invocations=ctx.session.invocations, exits=exits, log=ctx.log)
+                        invocations=ctx.session.invocations,
+                        exits=exits,
+                        log=ctx.log,
+                    )
                     functions[spec.name] = m.summary_entry()
                 except (ProtocolError, IceboxError, manifest.ManifestError, FileNotFoundError, ValueError) as e:
                     details["failed"][spec.name] = str(e)
@@ -60,9 +81,11 @@ class DesiccantFig7(Recipe):
                     continue
                 details["functions"][spec.name] = m.details()
                 r = fig7.ratios(functions[spec.name])
-                ctx.log(f"{spec.name}: vanilla/desiccant {r['vanilla_over_desiccant']:.2f}, "
-                        f"eager/desiccant {r['eager_over_desiccant']:.2f}, "
-                        f"desiccant/ideal {r['desiccant_over_ideal']:.2f}")
+                ctx.log(
+                    f"{spec.name}: vanilla/desiccant {r['vanilla_over_desiccant']:.2f}, "
+                    f"eager/desiccant {r['eager_over_desiccant']:.2f}, "
+                    f"desiccant/ideal {r['desiccant_over_ideal']:.2f}"
+                )
                 self._write(ctx, functions, details)
         finally:
             for language in details["baselines"]:

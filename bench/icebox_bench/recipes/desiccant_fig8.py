@@ -36,9 +36,17 @@ class DesiccantFig8(Recipe):
         if not ctx.own_daemon:
             ctx.log("note: using an external iceboxd: other instances of the same runtime change PSS")
         spec = specs[0]
-        memories = await measure(ctx.client, spec, max_instances, iterations, s["input"],
-                                 invocations=ctx.session.invocations, exits=ctx.run_dir.jsonl("exits.jsonl"),
-                                 reclaims=ctx.run_dir.jsonl("reclaims.jsonl"), log=ctx.log)
+        memories = await measure(
+            ctx.client,
+            spec,
+            max_instances,
+            iterations,
+            s["input"],
+            invocations=ctx.session.invocations,
+            exits=ctx.run_dir.jsonl("exits.jsonl"),
+            reclaims=ctx.run_dir.jsonl("reclaims.jsonl"),
+            log=ctx.log,
+        )
         points = [fig8.point(k, memories["vanilla"][k], memories["desiccant"][k]) for k in range(1, max_instances + 1)]
         for p in points:
             ctx.log(f"{p['instances']} instance(s): RSS {p['rss_improvement']:.2f}x, PSS {p['pss_improvement']:.2f}x")

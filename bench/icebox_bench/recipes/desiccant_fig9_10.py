@@ -61,18 +61,27 @@ class DesiccantFig9And10(Recipe):
         parser.add_argument("--scales", default=None, help="scale factors, comma separated (default 5,10,15)")
         parser.add_argument("--modes", default=None, help="reclaim modes (default vanilla,eager,desiccant)")
         parser.add_argument("--warmup", default=None, help="warm-up per run, excluded (default 30s)")
-        parser.add_argument("--warmup-scale", type=float, default=None,
-                            help="scale factor of the warm-up (default: the run's)")
+        parser.add_argument(
+            "--warmup-scale", type=float, default=None, help="scale factor of the warm-up (default: the run's)"
+        )
         parser.add_argument("--duration", default=None, help="measured replay time per run (default 60s)")
-        parser.add_argument("--pool-memory", default=None,
-                            help="keep-alive budget of every replay daemon, e.g. 256MiB "
-                                 "(default auto: 2 GiB x cores / 20)")
+        parser.add_argument(
+            "--pool-memory",
+            default=None,
+            help="keep-alive budget of every replay daemon, e.g. 256MiB (default auto: 2 GiB x cores / 20)",
+        )
         parser.add_argument("--memory-mb", type=int, default=None, help="memory limit per instance (default 256)")
-        parser.add_argument("--function-durations", default=None,
-                            help="JSON {function: ms} (icebox-bench profile) instead of measuring them first")
+        parser.add_argument(
+            "--function-durations",
+            default=None,
+            help="JSON {function: ms} (icebox-bench profile) instead of measuring them first",
+        )
         # Not --daemon-args: that one (the recipe's own daemon) belongs to `icebox-bench run`.
-        parser.add_argument("--replay-daemon-args", default=None,
-                            help="extra flags for every replay daemon, quoted (default --reclaim-frozen-after 1s)")
+        parser.add_argument(
+            "--replay-daemon-args",
+            default=None,
+            help="extra flags for every replay daemon, quoted (default --reclaim-frozen-after 1s)",
+        )
         parser.add_argument("--input", choices=("A", "B"), default=None, help="input size (default A)")
 
     async def _plan(self, ctx: RecipeContext) -> tuple[Plan, dict]:
@@ -88,26 +97,58 @@ class DesiccantFig9And10(Recipe):
             durations = {k: float(v) for k, v in json.loads(Path(s["function_durations"]).read_text()).items()}
         else:
             ctx.log(f"measuring the warm durations of {len(specs)} functions (for the mapping)")
-            durations = await profile_durations(ctx.client, specs, int(s["profile_runs"]), s["input"],
-                                                invocations=ctx.session.invocations, log=ctx.log)
+            durations = await profile_durations(
+                ctx.client, specs, int(s["profile_runs"]), s["input"], invocations=ctx.session.invocations, log=ctx.log
+            )
         ctx.run_dir.write_json("durations.json", durations)
         specs = [spec for spec in specs if spec.name in durations]
         warmup_scale = float(s["warmup_scale"]) if s.get("warmup_scale") else None
         span = trace_span_s(warmup_s, warmup_scale or max(scales), duration_s, scales)
-        trace = open_trace(resolve_trace(str(s["trace"])), window=Window(origin_s, origin_s + span),
-                           expansion=s["expansion"], seed=int(s["seed"]))
-        mapped = mapping.map_functions("duration", trace.functions, trace.durations_ms, [x.name for x in specs],
-                                       seed=int(s["seed"]), bench_durations=durations)
+        trace = open_trace(
+            resolve_trace(str(s["trace"])),
+            window=Window(origin_s, origin_s + span),
+            expansion=s["expansion"],
+            seed=int(s["seed"]),
+        )
+        mapped = mapping.map_functions(
+            "duration",
+            trace.functions,
+            trace.durations_ms,
+            [x.name for x in specs],
+            seed=int(s["seed"]),
+            bench_durations=durations,
+        )
         ctx.run_dir.write_json("mapping.json", mapped)
-        plan = Plan(specs=specs, trace=trace, trace_name=str(s["trace"]), mapping=mapped, origin_s=origin_s,
-                    warmup_s=warmup_s, warmup_scale=warmup_scale, duration_s=duration_s,
-                    memory_mb=int(s["memory_mb"]), size=s["input"],
-                    daemon_args=["--pool-memory", pool, *shlex.split(str(s.get("replay_daemon_args") or ""))],
-                    drain_timeout_s=float(s["drain_timeout"]))
-        config = {"trace": str(s["trace"]), "window_start_s": origin_s, "warmup_s": warmup_s,
-                  "warmup_scale": warmup_scale, "duration_s": duration_s, "scales": scales, "modes": modes,
-                  "memory_mb": plan.memory_mb, "pool_memory": pool, "pool_memory_rule": pool_rule,
-                  "daemon_args": plan.daemon_args, "mapping": mapped, "durations_ms": durations, "failed": {}}
+        plan = Plan(
+            specs=specs,
+            trace=trace,
+            trace_name=str(s["trace"]),
+            mapping=mapped,
+            origin_s=origin_s,
+            warmup_s=warmup_s,
+            warmup_scale=warmup_scale,
+            duration_s=duration_s,
+            memory_mb=int(s["memory_mb"]),
+            size=s["input"],
+            daemon_args=["--pool-memory", pool, *shlex.split(str(s.get("replay_daemon_args") or ""))],
+            drain_timeout_s=float(s["drain_timeout"]),
+        )
+        config = {
+            "trace": str(s["trace"]),
+            "window_start_s": origin_s,
+            "warmup_s": warmup_s,
+            "warmup_scale": warmup_scale,
+            "duration_s": duration_s,
+            "scales": scales,
+            "modes": modes,
+            "memory_mb": plan.memory_mb,
+            "pool_memory": pool,
+            "pool_memory_rule": pool_rule,
+            "daemon_args": plan.daemon_args,
+            "mapping": mapped,
+            "durations_ms": durations,
+            "failed": {},
+        }
         return plan, config
 
     async def run(self, ctx: RecipeContext) -> dict:
@@ -118,8 +159,9 @@ class DesiccantFig9And10(Recipe):
             for mode in config["modes"]:
                 label = run_label(mode, scale)
                 try:
-                    path = await run_one(plan, mode, scale, ctx.run_dir.path / "runs" / label,
-                                         command=command_line(), log=ctx.log)
+                    path = await run_one(
+                        plan, mode, scale, ctx.run_dir.path / "runs" / label, command=command_line(), log=ctx.log
+                    )
                     runs[mode][fig9_10.scale_key(scale)] = entry = analyse_run(path)
                 except (IceboxError, DaemonError, OSError, ValueError) as e:
                     config["failed"][label] = str(e)
@@ -127,10 +169,12 @@ class DesiccantFig9And10(Recipe):
                     continue
                 done.append(path)
                 config["cpu_method"] = (entry.get("cpu") or {}).get("method")
-                ctx.log(f"[{label}] cold starts {100 * (entry['cold_start_rate'] or 0):.1f}%, "
-                        f"{entry['throughput_per_s']}/s, p99 {entry['latency_ms']['p99']} ms, "
-                        f"CPU {(entry.get('cpu') or {}).get('cores')} cores, "
-                        f"{entry['evictions'].get('memory_budget', 0)} budget evictions, {entry['reclaims']} reclaims")
+                ctx.log(
+                    f"[{label}] cold starts {100 * (entry['cold_start_rate'] or 0):.1f}%, "
+                    f"{entry['throughput_per_s']}/s, p99 {entry['latency_ms']['p99']} ms, "
+                    f"CPU {(entry.get('cpu') or {}).get('cores')} cores, "
+                    f"{entry['evictions'].get('memory_budget', 0)} budget evictions, {entry['reclaims']} reclaims"
+                )
                 # After every run: an interrupted experiment keeps what it measured.
                 ctx.run_dir.write_json("summary.json", fig9_10.summary(config, runs))
         if done:

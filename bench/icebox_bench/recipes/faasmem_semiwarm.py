@@ -17,15 +17,25 @@ from .base import Recipe, RecipeContext
 
 
 def flags(settings: dict, variant: str) -> list[str]:
-    return ["--offload-pool", str(settings["offload_pool"]), "--offload", "faasmem", "--semiwarm", variant,
-            "--keep-alive", str(settings["keep_alive"]), *shlex.split(str(settings.get("replay_daemon_args") or ""))]
+    return [
+        "--offload-pool",
+        str(settings["offload_pool"]),
+        "--offload",
+        "faasmem",
+        "--semiwarm",
+        variant,
+        "--keep-alive",
+        str(settings["keep_alive"]),
+        *shlex.split(str(settings.get("replay_daemon_args") or "")),
+    ]
 
 
 @register
 class FaasmemSemiwarm(Recipe):
     name = "faasmem-semiwarm"
-    description = ("one function with a sparse invocation pattern, --semiwarm on and off: "
-                   "local memory through keep-alive")
+    description = (
+        "one function with a sparse invocation pattern, --semiwarm on and off: local memory through keep-alive"
+    )
     config_file = Path(__file__).with_suffix(".toml")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -38,9 +48,12 @@ class FaasmemSemiwarm(Recipe):
         parser.add_argument("--keep-alive", default=None, help="keep-alive, longer than --idle (default 10m)")
         parser.add_argument("--tail", default=None, help="measured after the last request (default 10s)")
         parser.add_argument("--offload-pool", default=None, help="the pool (default zram:4GiB; needs root)")
-        parser.add_argument("--replay-daemon-args", default=None,
-                            help="extra flags for every run's daemon, quoted (default --prewarm none "
-                                 "--pool-memory 16GiB --reclaim-mode vanilla)")
+        parser.add_argument(
+            "--replay-daemon-args",
+            default=None,
+            help="extra flags for every run's daemon, quoted (default --prewarm none "
+            "--pool-memory 16GiB --reclaim-mode vanilla)",
+        )
         parser.add_argument("--input", choices=("A", "B"), default=None, help="input size (default A)")
 
     async def run(self, ctx: RecipeContext) -> dict:
@@ -48,23 +61,41 @@ class FaasmemSemiwarm(Recipe):
         variants = [v.strip() for v in str(s["variants"]).split(",") if v.strip()]
         idle_s, keep_alive_s = parse_seconds(s["idle"]), parse_seconds(s["keep_alive"])
         if keep_alive_s <= idle_s:
-            raise ValueError(f"--keep-alive {s['keep_alive']} must outlast --idle {s['idle']}: the wake request "
-                             "has to find the instance alive")
+            raise ValueError(
+                f"--keep-alive {s['keep_alive']} must outlast --idle {s['idle']}: the wake request "
+                "has to find the instance alive"
+            )
         selected = manifest.select(str(s["function"]), manifest.load_all(ctx.functions_dir))
         if len(selected) != 1:
             raise ValueError(f"--function {s['function']} selects {len(selected)} functions; name exactly one")
         spec = selected[0]
         schedule = semiwarm.pattern(spec.name, int(s["burst"]), parse_seconds(s["gap"]), idle_s, int(s["cycles"]))
         check_prerequisites(flags(s, variants[0]))
-        config = {"function": spec.name, "burst": int(s["burst"]), "gap_s": parse_seconds(s["gap"]), "idle_s": idle_s,
-                  "cycles": int(s["cycles"]), "keep_alive_s": keep_alive_s, "variants": variants,
-                  "daemon_args": flags(s, "VARIANT"), "failed": {}}
+        config = {
+            "function": spec.name,
+            "burst": int(s["burst"]),
+            "gap_s": parse_seconds(s["gap"]),
+            "idle_s": idle_s,
+            "cycles": int(s["cycles"]),
+            "keep_alive_s": keep_alive_s,
+            "variants": variants,
+            "daemon_args": flags(s, "VARIANT"),
+            "failed": {},
+        }
         results: dict[str, dict] = {}
         for variant in variants:
             label = semiwarm.variant_label(variant)
-            replay = Replay(recipe=self.name, label=label, specs=[spec], schedule=schedule,
-                            daemon_args=flags(s, variant), size=s["input"], tail_s=parse_seconds(s["tail"]),
-                            sample_period_s=ctx.session.sampler.period_s, config={"semiwarm": variant})
+            replay = Replay(
+                recipe=self.name,
+                label=label,
+                specs=[spec],
+                schedule=schedule,
+                daemon_args=flags(s, variant),
+                size=s["input"],
+                tail_s=parse_seconds(s["tail"]),
+                sample_period_s=ctx.session.sampler.period_s,
+                config={"semiwarm": variant},
+            )
             entry = await attempt(label, self._one(replay, ctx, spec.name), config["failed"], ctx.log)
             if entry is None:
                 continue

@@ -31,18 +31,26 @@ class FaasnapFig6(Recipe):
         parser.add_argument("--modes", default=None, help="comma list of lazy,reap,faasnap,cached")
         parser.add_argument("--repetitions", type=int, default=None, help="timed invocations per function and mode")
         parser.add_argument("--panels", default=None, help="A->B (record A, test B) and/or B->A, comma separated")
-        parser.add_argument("--snapshot", choices=("warm", "init"), default=None,
-                            help="snapshot after /init and one run with the record input (warm), or after /init")
-        parser.add_argument("--state-dir", default=None,
-                            help="the daemon's state directory, with --apihost (to drop its snapshot files from "
-                                 "the page cache)")
+        parser.add_argument(
+            "--snapshot",
+            choices=("warm", "init"),
+            default=None,
+            help="snapshot after /init and one run with the record input (warm), or after /init",
+        )
+        parser.add_argument(
+            "--state-dir",
+            default=None,
+            help="the daemon's state directory, with --apihost (to drop its snapshot files from the page cache)",
+        )
 
     async def run(self, ctx: RecipeContext) -> dict:
         s = ctx.settings
         state_dir = ctx.state_dir or (Path(s["state_dir"]) if s.get("state_dir") else None)
         if state_dir is None:
-            raise IceboxError("faasnap-fig6 must reach the daemon's snapshot files: run it with its own daemon, "
-                              "or pass --state-dir with --apihost")
+            raise IceboxError(
+                "faasnap-fig6 must reach the daemon's snapshot files: run it with its own daemon, "
+                "or pass --state-dir with --apihost"
+            )
         specs = manifest.select(",".join(_list(s["functions"])), manifest.load_all(ctx.functions_dir))
         modes = _list(s["modes"])
         unknown = [m for m in modes if m not in fig6.MODES]
@@ -59,24 +67,42 @@ class FaasnapFig6(Recipe):
                 ctx.log(f"{spec.name}: panel {panel}")
                 try:
                     got, recs = await run_function(
-                        ctx.client, state_dir, spec, modes=modes, record_input=record_input,
-                        test_input=test_input, repetitions=int(s["repetitions"]), snapshot=str(s["snapshot"]),
-                        panel=panel, log=ctx.log)
+                        ctx.client,
+                        state_dir,
+                        spec,
+                        modes=modes,
+                        record_input=record_input,
+                        test_input=test_input,
+                        repetitions=int(s["repetitions"]),
+                        snapshot=str(s["snapshot"]),
+                        panel=panel,
+                        log=ctx.log,
+                    )
                     samples += got
                     records += recs
                 except (IceboxError, RuntimeError, ValueError) as e:
                     failed[f"{spec.name} {panel}"] = str(e)
                     ctx.log(f"error: {spec.name} {panel}: {e}")
-                partial = fig6.summary(samples, functions, modes, panels, accel=vm_accel.resolve(s.get("accel")), records=records,
-                                       failed=failed)
+                partial = fig6.summary(
+                    samples,
+                    functions,
+                    modes,
+                    panels,
+                    accel=vm_accel.resolve(s.get("accel")),
+                    records=records,
+                    failed=failed,
+                )
                 ctx.run_dir.write_json("summary.json", partial)
         if failed:
             ctx.session.result["failed"] = failed
-        result = fig6.summary(samples, functions, modes, panels, accel=vm_accel.resolve(s.get("accel")), records=records,
-                              failed=failed)
+        result = fig6.summary(
+            samples, functions, modes, panels, accel=vm_accel.resolve(s.get("accel")), records=records, failed=failed
+        )
         o = result["overall"]
-        ctx.log(f"overall: faasnap vs lazy {o['faasnap_vs_lazy']}, faasnap / cached {o['faasnap_vs_cached']}, "
-                f"faasnap vs reap {o['faasnap_vs_reap']}")
+        ctx.log(
+            f"overall: faasnap vs lazy {o['faasnap_vs_lazy']}, faasnap / cached {o['faasnap_vs_cached']}, "
+            f"faasnap vs reap {o['faasnap_vs_reap']}"
+        )
         for t in result["targets"]:
             ctx.log(f"target {t['target']}: {t['value']} {'met' if t['met'] else 'missed'} (paper {t['paper']})")
         if result["note"]:

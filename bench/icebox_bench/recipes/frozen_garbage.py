@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from .. import manifest
-from ..frozen_garbage import analysis, render
 from ..client import IceboxError
+from ..frozen_garbage import analysis, render
 from ..frozen_garbage.baseline import start_companion, stop_companion
 from ..frozen_garbage.measure import MeasurementError, measure_function
 from ..recorder import JsonlWriter
@@ -24,8 +24,9 @@ class FrozenGarbage(Recipe):
     config_file = Path(__file__).with_suffix(".toml")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--functions", default=None,
-                            help="function set: all, python, nodejs, java, or a comma list (default: all)")
+        parser.add_argument(
+            "--functions", default=None, help="function set: all, python, nodejs, java, or a comma list (default: all)"
+        )
         parser.add_argument("--iterations", type=int, default=None, help="invocations per instance (default 100)")
         parser.add_argument("--input", choices=("A", "B"), default=None, help="input size (default A)")
 
@@ -35,13 +36,23 @@ class FrozenGarbage(Recipe):
             raise ValueError("--iterations must be at least 1")
         specs = manifest.select(str(s["functions"]), manifest.load_all(ctx.functions_dir))
         if not ctx.own_daemon:
-            ctx.log("note: using an external iceboxd: its --keep-alive and --pool-memory must keep an instance "
-                    "alive for the whole sequence, or the run stops with an 'instance changed' error")
+            ctx.log(
+                "note: using an external iceboxd: its --keep-alive and --pool-memory must keep an instance "
+                "alive for the whole sequence, or the run stops with an 'instance changed' error"
+            )
         functions: dict[str, dict] = {}
-        details: dict = {"method": {"startup_event": "runtime_ready", "ideal_instance": "separate",
-                                    "bare_runtime": "no-op companion instance per language, kept alive",
-                                    "iterations": int(s["iterations"]), "input": s["input"]},
-                         "baselines": {}, "functions": {}, "failed": {}}
+        details: dict = {
+            "method": {
+                "startup_event": "runtime_ready",
+                "ideal_instance": "separate",
+                "bare_runtime": "no-op companion instance per language, kept alive",
+                "iterations": int(s["iterations"]),
+                "input": s["input"],
+            },
+            "baselines": {},
+            "functions": {},
+            "failed": {},
+        }
         exits = ctx.run_dir.jsonl("exits.jsonl")
         try:
             for spec in specs:
@@ -57,18 +68,28 @@ class FrozenGarbage(Recipe):
             ctx.session.result["failed"] = details["failed"]
         return analysis.summary(functions)
 
-    async def _measure(self, ctx: RecipeContext, spec: manifest.FunctionSpec, details: dict,
-                       functions: dict, exits: JsonlWriter) -> None:
+    async def _measure(
+        self, ctx: RecipeContext, spec: manifest.FunctionSpec, details: dict, functions: dict, exits: JsonlWriter
+    ) -> None:
         s = ctx.settings
         try:
             if spec.language not in details["baselines"]:
                 # Before the language's first function: the companion must already map the
                 # runtime's libraries when the measured instance starts (see baseline.py).
                 details["baselines"][spec.language] = await start_companion(
-                    ctx.client, spec.language, spec.kind, spec.memory_mb)
-            m = await measure_function(ctx.client, ctx.session.events, spec, int(s["iterations"]), s["input"],
-                                       baseline_live_bytes=details["baselines"][spec.language]["live_bytes"],
-                                       invocations=ctx.session.invocations, exits=exits, log=ctx.log)
+                    ctx.client, spec.language, spec.kind, spec.memory_mb
+                )
+            m = await measure_function(
+                ctx.client,
+                ctx.session.events,
+                spec,
+                int(s["iterations"]),
+                s["input"],
+                baseline_live_bytes=details["baselines"][spec.language]["live_bytes"],
+                invocations=ctx.session.invocations,
+                exits=exits,
+                log=ctx.log,
+            )
         except (MeasurementError, IceboxError, manifest.ManifestError, FileNotFoundError) as e:
             details["failed"][spec.name] = str(e)
             ctx.log(f"error: {spec.name}: {e}")

@@ -26,7 +26,9 @@ class IsolatesLatency(Recipe):
         parser.add_argument("--function", default=None, help="the function measured (default memalloc)")
         parser.add_argument("--modes", default=None, help="comma list of process,shared,isolate (default all)")
         parser.add_argument("--levels", default=None, help="concurrency levels (default 1,2,4,8)")
-        parser.add_argument("--measure-seconds", type=float, default=None, help="measured seconds per level (default 10)")
+        parser.add_argument(
+            "--measure-seconds", type=float, default=None, help="measured seconds per level (default 10)"
+        )
         parser.add_argument("--warmup", type=float, default=None, help="warm-up seconds per level (default 2)")
         parser.add_argument("--hold-mb", type=int, default=None, help="MiB the torn-down isolate holds (default 64)")
         parser.add_argument("--input", choices=("A", "B"), default=None)
@@ -42,9 +44,18 @@ class IsolatesLatency(Recipe):
         for mode in mode_list(s["modes"]):
             try:
                 modes[mode], st = await measure_mode(
-                    ctx.client, spec, mode, levels, warmup_s=float(s["warmup"]), measure_s=float(s["measure_seconds"]),
-                    memory_mb=memory_mb, isolate=isolate_settings(s), size=str(s["input"]),
-                    invocations=ctx.session.invocations, log=ctx.log)
+                    ctx.client,
+                    spec,
+                    mode,
+                    levels,
+                    warmup_s=float(s["warmup"]),
+                    measure_s=float(s["measure_seconds"]),
+                    memory_mb=memory_mb,
+                    isolate=isolate_settings(s),
+                    size=str(s["input"]),
+                    invocations=ctx.session.invocations,
+                    log=ctx.log,
+                )
                 loaded = st or loaded
             except (IceboxError, RuntimeError, ValueError) as e:
                 self._failed[mode] = str(e)
@@ -53,19 +64,31 @@ class IsolatesLatency(Recipe):
         starts = None
         if int(s["start_rounds"]) > 0:
             try:
-                starts = await measure_starts(ctx.client, spec, rounds=int(s["start_rounds"]), memory_mb=memory_mb,
-                                              isolate=isolate_settings(s), size=str(s["input"]), log=ctx.log)
+                starts = await measure_starts(
+                    ctx.client,
+                    spec,
+                    rounds=int(s["start_rounds"]),
+                    memory_mb=memory_mb,
+                    isolate=isolate_settings(s),
+                    size=str(s["input"]),
+                    log=ctx.log,
+                )
             except (IceboxError, RuntimeError, ValueError) as e:
                 self._failed["starts"] = str(e)
                 ctx.log(f"error: isolate starts: {e}")
         down = None
         if int(s["hold_mb"]) > 0:
             try:
-                down = await measure_teardown(ctx.client, spec.kind, hold_mb=int(s["hold_mb"]),
-                                              isolate_memory_mb=int(s["teardown_isolate_memory_mb"]),
-                                              memory_mb=int(s["teardown_memory_mb"]),
-                                              variant=s.get("reclaim_variant") or None,
-                                              engine=isolate_settings(s)["engine"], log=ctx.log)
+                down = await measure_teardown(
+                    ctx.client,
+                    spec.kind,
+                    hold_mb=int(s["hold_mb"]),
+                    isolate_memory_mb=int(s["teardown_isolate_memory_mb"]),
+                    memory_mb=int(s["teardown_memory_mb"]),
+                    variant=s.get("reclaim_variant") or None,
+                    engine=isolate_settings(s)["engine"],
+                    log=ctx.log,
+                )
             except (IceboxError, RuntimeError, ValueError) as e:
                 self._failed["teardown"] = str(e)
                 ctx.log(f"error: teardown: {e}")

@@ -29,14 +29,22 @@ class IsolatesMemory(Recipe):
         parser.add_argument("--levels", default=None, help="concurrency levels (default 1,2,4,8,16)")
         parser.add_argument("--hold", type=float, default=None, help="seconds measured per level (default 3)")
         parser.add_argument("--warmup", type=float, default=None, help="seconds of warm-up per level (default 1)")
-        parser.add_argument("--measure", choices=("pss", "uss", "rss"), default=None, help="memory measure (default pss)")
+        parser.add_argument(
+            "--measure", choices=("pss", "uss", "rss"), default=None, help="memory measure (default pss)"
+        )
         parser.add_argument("--input", choices=("A", "B"), default=None)
 
     def plan(self, s: dict) -> MemoryPlan:
-        return MemoryPlan(levels=int_list(s["levels"]), measure=str(s["measure"]),
-                          memory_mb=int(s["memory_mb"]) if s.get("memory_mb") else None,
-                          isolate=isolate_settings(s), warmup_s=float(s["warmup"]), hold_s=float(s["hold"]),
-                          sample_period_s=float(s["sample_every"]), size=str(s["input"]))
+        return MemoryPlan(
+            levels=int_list(s["levels"]),
+            measure=str(s["measure"]),
+            memory_mb=int(s["memory_mb"]) if s.get("memory_mb") else None,
+            isolate=isolate_settings(s),
+            warmup_s=float(s["warmup"]),
+            hold_s=float(s["hold"]),
+            sample_period_s=float(s["sample_every"]),
+            size=str(s["input"]),
+        )
 
     async def run(self, ctx: RecipeContext) -> dict:
         s = ctx.settings
@@ -58,16 +66,18 @@ class IsolatesMemory(Recipe):
                 raw[spec.name] = {}
                 for mode in modes:
                     try:
-                        raw[spec.name][mode] = await measure_mode(ctx.client, spec, mode, plan, invocations=invocations,
-                                                                  samples=samples, log=ctx.log)
+                        raw[spec.name][mode] = await measure_mode(
+                            ctx.client, spec, mode, plan, invocations=invocations, samples=samples, log=ctx.log
+                        )
                     except (IceboxError, RuntimeError, ValueError) as e:
                         self._failed[f"{spec.name}/{mode}"] = str(e)
                         ctx.log(f"error: {spec.name}/{mode}: {e}")
                 functions[spec.name] = memory.function_entry(raw[spec.name])
                 self._log_function(ctx, spec.name, functions[spec.name])
                 ctx.run_dir.write_json("summary.json", memory.summary(plan.measure, plan.levels, functions))
-                ctx.run_dir.write_json("details.json", {"plan": plan.__dict__, "raw": raw, "failed": self._failed,
-                                                        "companion": companion})
+                ctx.run_dir.write_json(
+                    "details.json", {"plan": plan.__dict__, "raw": raw, "failed": self._failed, "companion": companion}
+                )
         finally:
             if companion is not None:
                 await stop_companion(ctx.client, specs[0].language)
@@ -79,10 +89,14 @@ class IsolatesMemory(Recipe):
     def _log_function(ctx: RecipeContext, name: str, entry: dict) -> None:
         for mode, e in entry["modes"].items():
             f = e["fit"]
-            ctx.log(f"{name}/{mode}: base {f['base_mb']} MiB, increment {f['increment_mb']} MiB (slope {f['slope_mb']})")
+            ctx.log(
+                f"{name}/{mode}: base {f['base_mb']} MiB, increment {f['increment_mb']} MiB (slope {f['slope_mb']})"
+            )
         if "isolate_over_process_at_8" in entry:
-            ctx.log(f"{name}: isolate/process at n=8 {entry['isolate_over_process_at_8']}, "
-                    f"crossover {entry.get('crossover')}")
+            ctx.log(
+                f"{name}: isolate/process at n=8 {entry['isolate_over_process_at_8']}, "
+                f"crossover {entry.get('crossover')}"
+            )
 
     def render(self, out: Path, summary: dict) -> list[Path]:
         failed = getattr(self, "_failed", None)

@@ -30,16 +30,25 @@ class SnapshotRestore(Recipe):
     config_file = Path(__file__).with_suffix(".toml")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--functions", default=None,
-                            help="comma list of manifest functions and nodejs-hello, java-hello")
+        parser.add_argument(
+            "--functions", default=None, help="comma list of manifest functions and nodejs-hello, java-hello"
+        )
         parser.add_argument("--modes", default=None, help=f"comma list of {','.join(MODES)} (default all)")
         parser.add_argument("--variants", default=None, help="cold, cached or both (default both)")
         parser.add_argument("--repetitions", type=int, default=None, help="cold starts per cell (default 5)")
-        parser.add_argument("--memory-settle", type=float, default=None, dest="memory_settle_s",
-                            help="seconds between the answer and the memory reading (default 0.5)")
-        parser.add_argument("--state-dir", default=None,
-                            help="the daemon's --state-dir, where to look for a snapshot's files if its restores do not "
-                                 "name them (restore_stats.snapshot); the daemon must run on this machine")
+        parser.add_argument(
+            "--memory-settle",
+            type=float,
+            default=None,
+            dest="memory_settle_s",
+            help="seconds between the answer and the memory reading (default 0.5)",
+        )
+        parser.add_argument(
+            "--state-dir",
+            default=None,
+            help="the daemon's --state-dir, where to look for a snapshot's files if its restores do not "
+            "name them (restore_stats.snapshot); the daemon must run on this machine",
+        )
 
     async def run(self, ctx: RecipeContext) -> dict:
         s = ctx.settings
@@ -53,10 +62,19 @@ class SnapshotRestore(Recipe):
         health = await ctx.client.health()
         process = next((i for i in health.get("isolations") or [] if i.get("isolation") == "process"), {})
         if not process.get("snapshots"):
-            raise ProtocolError("this daemon takes no process snapshots (root, crun and CRIU >= 4.1 needed; "
-                                "scripts/setup.sh builds CRIU into .tools/criu)")
-        config = {"functions": [f.name for f in specs], "modes": modes, "variants": variants, "repetitions": rounds,
-                  "memory_settle_s": float(s["memory_settle_s"]), "record_input": "A", "test_input": "B"}
+            raise ProtocolError(
+                "this daemon takes no process snapshots (root, crun and CRIU >= 4.1 needed; "
+                "scripts/setup.sh builds CRIU into .tools/criu)"
+            )
+        config = {
+            "functions": [f.name for f in specs],
+            "modes": modes,
+            "variants": variants,
+            "repetitions": rounds,
+            "memory_settle_s": float(s["memory_settle_s"]),
+            "record_input": "A",
+            "test_input": "B",
+        }
         samples: dict[str, list[dict]] = {}
         snapshots: dict[str, dict] = {}
         failed: dict[str, str] = {}
@@ -65,8 +83,17 @@ class SnapshotRestore(Recipe):
             ctx.log(f"{spec.name}: deploying {len(modes)} snapshot actions and a normal one")
             try:
                 samples[spec.name], snapshots[spec.name] = await measure_function(
-                    ctx.client, spec, modes, variants, rounds, state, float(s["memory_settle_s"]), writer,
-                    ctx.session.invocations, ctx.log)
+                    ctx.client,
+                    spec,
+                    modes,
+                    variants,
+                    rounds,
+                    state,
+                    float(s["memory_settle_s"]),
+                    writer,
+                    ctx.session.invocations,
+                    ctx.log,
+                )
             except (ProtocolError, IceboxError, ManifestError, locate.LocateError, OSError) as e:
                 failed[spec.name] = str(e)
                 ctx.log(f"error: {spec.name}: {e}")
@@ -81,6 +108,3 @@ class SnapshotRestore(Recipe):
 
     def render(self, out: Path, summary: dict) -> list[Path]:
         return render.render(out, summary)
-
-
-

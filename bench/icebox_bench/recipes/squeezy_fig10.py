@@ -9,10 +9,10 @@ import argparse
 from pathlib import Path
 
 from .. import manifest, vm_accel
+from ..client import IceboxError
 from ..commands.common import command_line
 from ..commands.replay_cmd import resolve_trace
 from ..daemon import DaemonError
-from ..client import IceboxError
 from ..squeezy_eval import fig10, fig10_render
 from ..squeezy_eval.fig10_run import MIB, Plan, load_run, pick_bursty, pressure_budget, run_scenario
 from ..traces import Window, open_trace
@@ -46,14 +46,19 @@ class SqueezyFig10(Recipe):
         parser.add_argument("--modes", default=None, help="comma list of squeezy,virtio-mem,balloon")
         parser.add_argument("--scenarios", default=None, help="abundant and/or pressure")
         parser.add_argument("--trace", default=None, help="2019-format trace directory (or a name under traces/)")
-        parser.add_argument("--trace-functions", default=None,
-                            help="comma list of trace function hashes (default: the burstiest)")
+        parser.add_argument(
+            "--trace-functions", default=None, help="comma list of trace function hashes (default: the burstiest)"
+        )
         parser.add_argument("--start-minute", type=int, default=None, help="first trace minute of the slice")
         parser.add_argument("--minutes", type=int, default=None, help="trace minutes in the slice")
         parser.add_argument("--scale", type=float, default=None, help="replay this many times faster")
         parser.add_argument("--duration", type=float, default=None, help="cut the replay after this many seconds")
-        parser.add_argument("--pressure-fraction", type=float, default=None,
-                            help="--vm-memory of a pressure run: this share of the abundant run's peak")
+        parser.add_argument(
+            "--pressure-fraction",
+            type=float,
+            default=None,
+            help="--vm-memory of a pressure run: this share of the abundant run's peak",
+        )
         parser.add_argument("--partitions", type=int, default=None, help="--vm-partitions")
         parser.add_argument("--keep-alive", default=None, help="--keep-alive of every run's daemon")
         parser.add_argument("--memory-mb", type=int, default=None, help="memory limit of every action")
@@ -70,27 +75,56 @@ class SqueezyFig10(Recipe):
         start, minutes = int(s["start_minute"]), int(s["minutes"])
         trace = open_trace(resolve_trace(str(s["trace"])), window=Window(start * 60.0, (start + minutes) * 60.0))
         picked = _list(s.get("trace_functions") or "") or pick_bursty(
-            trace, start, minutes, len(specs), min_peak=int(s["min_peak"]), max_peak=int(s["max_peak"]))
+            trace, start, minutes, len(specs), min_peak=int(s["min_peak"]), max_peak=int(s["max_peak"])
+        )
         if not picked:
             raise ValueError("no trace function in the slice fits min_peak..max_peak")
         mapping = {tf: specs[i % len(specs)].name for i, tf in enumerate(picked)}
         ctx.run_dir.write_json("mapping.json", mapping)
         partitions, memory_mb = int(s["partitions"]), int(s["memory_mb"])
         accel = vm_accel.resolve(s.get("accel"))
-        daemon_args = [*[str(a) for a in s["daemon_args"]], "--vm-accel", str(s["accel"]),
-                       "--vm-partitions", str(partitions), "--keep-alive", str(s["keep_alive"])]
-        plan = Plan(specs=specs, trace=trace, mapping=mapping, origin_s=start * 60.0, scale=float(s["scale"]),
-                    duration_s=float(s["duration"]) if s.get("duration") else minutes * 60.0 / float(s["scale"]),
-                    memory_mb=memory_mb, size=str(s["input"]), daemon_args=daemon_args,
-                    drain_timeout_s=float(s["drain_timeout"]), tail_s=float(s["tail"]),
-                    extra={"trace": str(s["trace"]), "partitions": partitions, "keep_alive": str(s["keep_alive"])})
+        daemon_args = [
+            *[str(a) for a in s["daemon_args"]],
+            "--vm-accel",
+            str(s["accel"]),
+            "--vm-partitions",
+            str(partitions),
+            "--keep-alive",
+            str(s["keep_alive"]),
+        ]
+        plan = Plan(
+            specs=specs,
+            trace=trace,
+            mapping=mapping,
+            origin_s=start * 60.0,
+            scale=float(s["scale"]),
+            duration_s=float(s["duration"]) if s.get("duration") else minutes * 60.0 / float(s["scale"]),
+            memory_mb=memory_mb,
+            size=str(s["input"]),
+            daemon_args=daemon_args,
+            drain_timeout_s=float(s["drain_timeout"]),
+            tail_s=float(s["tail"]),
+            extra={"trace": str(s["trace"]), "partitions": partitions, "keep_alive": str(s["keep_alive"])},
+        )
         functions = sorted(set(mapping.values()), key=[x.name for x in specs].index)
-        config = {"mapping": mapping, "scale": plan.scale, "duration_s": plan.duration_s, "memory_mb": memory_mb,
-                  "partitions": partitions, "keep_alive": str(s["keep_alive"]), "daemon_args": daemon_args,
-                  "pressure_fraction": float(s["pressure_fraction"]), "trace": str(s["trace"]),
-                  "start_minute": start, "minutes": minutes, "scheduled": len(plan.schedule().items)}
-        ctx.log(f"replaying {config['scheduled']} invocations of {len(picked)} trace functions "
-                f"({', '.join(f'{k[:8]}->{v}' for k, v in mapping.items())}) over {plan.duration_s:.0f} s per run")
+        config = {
+            "mapping": mapping,
+            "scale": plan.scale,
+            "duration_s": plan.duration_s,
+            "memory_mb": memory_mb,
+            "partitions": partitions,
+            "keep_alive": str(s["keep_alive"]),
+            "daemon_args": daemon_args,
+            "pressure_fraction": float(s["pressure_fraction"]),
+            "trace": str(s["trace"]),
+            "start_minute": start,
+            "minutes": minutes,
+            "scheduled": len(plan.schedule().items),
+        }
+        ctx.log(
+            f"replaying {config['scheduled']} invocations of {len(picked)} trace functions "
+            f"({', '.join(f'{k[:8]}->{v}' for k, v in mapping.items())}) over {plan.duration_s:.0f} s per run"
+        )
         runs: list[dict] = []
         failed: dict[str, str] = {}
 
@@ -105,8 +139,10 @@ class SqueezyFig10(Recipe):
                 if scenario == "pressure":
                     base = peak if peak else partitions * len(functions) * part
                     budget = pressure_budget(base, float(s["pressure_fraction"]), part)
-                    ctx.log(f"{mode}: pressure budget {budget // MIB} MiB "
-                            f"({'of the abundant peak' if peak else 'of partitions x functions'})")
+                    ctx.log(
+                        f"{mode}: pressure budget {budget // MIB} MiB "
+                        f"({'of the abundant peak' if peak else 'of partitions x functions'})"
+                    )
                 out = ctx.run_dir.path / "runs" / f"{mode}-{scenario}"
                 try:
                     path = await run_scenario(plan, mode, scenario, budget, out, command=command_line(), log=ctx.log)

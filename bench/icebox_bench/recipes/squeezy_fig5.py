@@ -36,8 +36,17 @@ async def build(log) -> Path:
     """Build the example (quick when up to date). A failed build with an older binary present
     is reported and the old binary used: a half-edited crate must not cost the measurement."""
     proc = await asyncio.create_subprocess_exec(
-        _cargo(), "build", "--release", "-p", "icebox-vm", "--example", "squeezy_reclaim", cwd=REPO_ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        _cargo(),
+        "build",
+        "--release",
+        "-p",
+        "icebox-vm",
+        "--example",
+        "squeezy_reclaim",
+        cwd=REPO_ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     out, _ = await proc.communicate()
     if proc.returncode != 0:
         tail = "\n".join(out.decode(errors="replace").splitlines()[-15:])
@@ -49,8 +58,20 @@ async def build(log) -> Path:
 
 def example_args(series: str, s: dict) -> list[str]:
     mode, zeroing = fig5.SERIES[series]
-    args = ["--modes", mode, "--sizes", ",".join(str(x) for x in s["sizes"]), "--partitions", str(s["partitions"]),
-            "--fill", str(s["fill"]), "--repetitions", str(s["repetitions"]), "--accel", str(s["accel"])]
+    args = [
+        "--modes",
+        mode,
+        "--sizes",
+        ",".join(str(x) for x in s["sizes"]),
+        "--partitions",
+        str(s["partitions"]),
+        "--fill",
+        str(s["fill"]),
+        "--repetitions",
+        str(s["repetitions"]),
+        "--accel",
+        str(s["accel"]),
+    ]
     if zeroing is not None:
         args += ["--guest-zeroing", "on" if zeroing else "off"]
     if s.get("block_mib"):
@@ -61,9 +82,14 @@ def example_args(series: str, s: dict) -> list[str]:
 async def run_series(binary: Path, series: str, s: dict, sink, log) -> None:
     """One example process; every stdout line is a measurement (or a configuration's error)."""
     proc = await asyncio.create_subprocess_exec(
-        str(binary), *example_args(series, s), cwd=REPO_ROOT, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")})
+        str(binary),
+        *example_args(series, s),
+        cwd=REPO_ROOT,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+    )
 
     async def stderr() -> None:
         async for raw in proc.stderr:
@@ -79,8 +105,10 @@ async def run_series(binary: Path, series: str, s: dict, sink, log) -> None:
             sink(sample)
             if "report" in sample:
                 r = sample["report"]
-                log(f"[{series}] {sample['size_mib']} MiB, fullness {sample['fullness']:.2f}: unplug "
-                    f"{r.get('unplug_ms', 0):.0f} ms, {r.get('pages_migrated')} pages migrated ({r.get('outcome')})")
+                log(
+                    f"[{series}] {sample['size_mib']} MiB, fullness {sample['fullness']:.2f}: unplug "
+                    f"{r.get('unplug_ms', 0):.0f} ms, {r.get('pages_migrated')} pages migrated ({r.get('outcome')})"
+                )
             else:
                 log(f"[{series}] error: {sample.get('error')}")
         code = await proc.wait()
@@ -102,8 +130,11 @@ class SqueezyFig5(Recipe):
     config_file = Path(__file__).with_suffix(".toml")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--series", default=None,
-                            help=f"comma list of {','.join(fig5.SERIES)} (virtio-mem-nozero: Fig. 6's vanilla)")
+        parser.add_argument(
+            "--series",
+            default=None,
+            help=f"comma list of {','.join(fig5.SERIES)} (virtio-mem-nozero: Fig. 6's vanilla)",
+        )
         parser.add_argument("--sizes", default=None, help="partition sizes in MiB, comma separated")
         parser.add_argument("--partitions", type=int, default=None, help="partitions per VM (fullness levels)")
         parser.add_argument("--fill", type=float, default=None, help="share of its partition each instance writes")
@@ -130,8 +161,15 @@ class SqueezyFig5(Recipe):
             writer.write(sample)
 
         def current() -> dict:
-            result = fig5.summary(samples, sizes=s["sizes"], series=series, partitions=int(s["partitions"]),
-                                  fill=float(s["fill"]), accel=accel, failed=failed)
+            result = fig5.summary(
+                samples,
+                sizes=s["sizes"],
+                series=series,
+                partitions=int(s["partitions"]),
+                fill=float(s["fill"]),
+                accel=accel,
+                failed=failed,
+            )
             result["series_seconds"] = durations
             return result
 

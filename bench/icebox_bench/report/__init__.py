@@ -24,14 +24,31 @@ def _unique_labels(runs: list[RunData]) -> None:
 
 def render_markdown(runs: list[RunData], metrics: list[RunMetrics], plot_names: list[str]) -> str:
     parts = ["# icebox-bench report", ""]
-    parts += [f"- **{r.label}**: `{r.path}`" + (f" — {r.config.get('command')}" if r.config.get("command") else "")
-              for r in runs]
-    parts += ["", "## Summary", "", tables.summary_table(metrics), "",
-              "Latency is client-side, of successful invocations; warm-up invocations are excluded. "
-              "Memory is the sum of the live instances' USS per memory sample; idle memory is the "
-              "time integral of idle, frozen and prewarmed instances' USS.", "",
-              "## Outcomes", "", tables.status_table(metrics), "",
-              "## Per function", "", tables.function_table(metrics), "", "## Plots", ""]
+    parts += [
+        f"- **{r.label}**: `{r.path}`" + (f" — {r.config.get('command')}" if r.config.get("command") else "")
+        for r in runs
+    ]
+    parts += [
+        "",
+        "## Summary",
+        "",
+        tables.summary_table(metrics),
+        "",
+        "Latency is client-side, of successful invocations; warm-up invocations are excluded. "
+        "Memory is the sum of the live instances' USS per memory sample; idle memory is the "
+        "time integral of idle, frozen and prewarmed instances' USS.",
+        "",
+        "## Outcomes",
+        "",
+        tables.status_table(metrics),
+        "",
+        "## Per function",
+        "",
+        tables.function_table(metrics),
+        "",
+        "## Plots",
+        "",
+    ]
     parts += [f"![{name}]({name})" for name in plot_names]
     return "\n".join(parts) + "\n"
 

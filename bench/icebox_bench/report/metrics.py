@@ -103,13 +103,15 @@ def function_metrics(records: list[dict]) -> list[FunctionMetrics]:
     for name in sorted(by_function):
         group = by_function[name]
         ok = [r for r in group if r.get("status") == "success"]
-        out.append(FunctionMetrics(
-            function=name,
-            invocations=len(group),
-            successes=len(ok),
-            latency_ms=percentiles((r["latency_ms"] for r in ok), LATENCY_PERCENTILES),
-            cold_start_rate=cold_rate(group)[1],
-        ))
+        out.append(
+            FunctionMetrics(
+                function=name,
+                invocations=len(group),
+                successes=len(ok),
+                latency_ms=percentiles((r["latency_ms"] for r in ok), LATENCY_PERCENTILES),
+                cold_start_rate=cold_rate(group)[1],
+            )
+        )
     return out
 
 

@@ -15,8 +15,14 @@ from .load import RunData  # noqa: E402
 from .metrics import RunMetrics, measured_invocations  # noqa: E402
 
 STATES = ("prewarmed", "creating", "initializing", "running", "idle", "frozen")
-STATE_COLORS = {"prewarmed": "#dddddd", "creating": "#bbbbbb", "initializing": "#f0a35e", "running": "#d9534f",
-                "idle": "#5bc0de", "frozen": "#337ab7"}
+STATE_COLORS = {
+    "prewarmed": "#dddddd",
+    "creating": "#bbbbbb",
+    "initializing": "#f0a35e",
+    "running": "#d9534f",
+    "idle": "#5bc0de",
+    "frozen": "#337ab7",
+}
 
 
 def _save(fig, path: Path) -> Path:
@@ -58,14 +64,18 @@ def _state_series(run: RunData, start_ms: float):
 
 def memory_timeline(runs: list[RunData], metrics: list[RunMetrics], path: Path) -> Path:
     """Stacked USS by instance state over time, one panel per run (shared axes)."""
-    fig, axes = plt.subplots(len(runs), 1, figsize=(8, 2.8 * len(runs) + 0.6), sharex=True, sharey=True,
-                             squeeze=False)
-    for ax, run, m in zip(axes[:, 0], runs, metrics):
+    fig, axes = plt.subplots(len(runs), 1, figsize=(8, 2.8 * len(runs) + 0.6), sharex=True, sharey=True, squeeze=False)
+    for ax, run, m in zip(axes[:, 0], runs, metrics, strict=True):
         origin = m.start_ms or (run.memory[0]["t_ms"] if run.memory else 0.0)
         times, by_state = _state_series(run, origin)
         if times:
-            ax.stackplot(times, *[by_state[s] for s in STATES], labels=STATES,
-                         colors=[STATE_COLORS[s] for s in STATES], step="post")
+            ax.stackplot(
+                times,
+                *[by_state[s] for s in STATES],
+                labels=STATES,
+                colors=[STATE_COLORS[s] for s in STATES],
+                step="post",
+            )
         ax.set_title(run.label, fontsize="medium")
         ax.set_ylabel("USS (MiB)")
         ax.grid(True, alpha=0.3)
@@ -85,9 +95,12 @@ def cold_starts_over_time(runs: list[RunData], metrics: list[RunMetrics], path: 
     longest = max((m.window_s for m in metrics), default=0.0)
     bin_s = max(1.0, longest / 60.0)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for run, m in zip(runs, metrics):
-        starts = [(r["start_ms"] - m.start_ms) / 1000.0 for r in measured_invocations(run)
-                  if r.get("start_kind") == "cold" and r.get("start_ms") is not None]
+    for run, m in zip(runs, metrics, strict=True):
+        starts = [
+            (r["start_ms"] - m.start_ms) / 1000.0
+            for r in measured_invocations(run)
+            if r.get("start_kind") == "cold" and r.get("start_ms") is not None
+        ]
         nbins = max(1, int(m.window_s // bin_s) + 1)
         counts = [0] * nbins
         for t in starts:

@@ -42,8 +42,10 @@ def summary_table(runs: list[RunMetrics]) -> str:
         row("mean memory, PSS (MiB)", lambda m: fmt(m.pss_mean_mib)),
         row("idle memory, USS (GiB·s)", lambda m: fmt(m.idle_gib_s, 2)),
         row("measured window (s)", lambda m: fmt(m.window_s)),
-        row("schedule lag p50 / p99 (ms)",
-            lambda m: f"{fmt(m.lag_ms.get('p50'), 2)} / {fmt(m.lag_ms.get('p99'), 2)}" if m.lag_ms else "–"),
+        row(
+            "schedule lag p50 / p99 (ms)",
+            lambda m: f"{fmt(m.lag_ms.get('p50'), 2)} / {fmt(m.lag_ms.get('p99'), 2)}" if m.lag_ms else "–",
+        ),
     ]
     return markdown_table(["metric"] + [m.label for m in runs], rows)
 
@@ -59,8 +61,10 @@ def function_table(runs: list[RunMetrics]) -> str:
             if f is None:
                 cells.append("–")
             else:
-                cells.append(f"{fmt(f.latency_ms.get('p50'))} / {fmt(f.latency_ms.get('p99'))} ms, "
-                             f"cold {pct(f.cold_start_rate)} (n={f.invocations})")
+                cells.append(
+                    f"{fmt(f.latency_ms.get('p50'))} / {fmt(f.latency_ms.get('p99'))} ms, "
+                    f"cold {pct(f.cold_start_rate)} (n={f.invocations})"
+                )
         rows.append(cells)
     return markdown_table(["function (p50 / p99, cold rate)"] + [m.label for m in runs], rows)
 

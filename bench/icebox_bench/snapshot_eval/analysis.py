@@ -50,8 +50,11 @@ def cell(samples: list[dict]) -> dict:
     resident = [s["resident_pages"] / s["snapshot_pages"] for s in samples if s.get("snapshot_pages")]
     return {
         "n": len(samples),
-        "latency_ms": {"p50": median(lat), "min": round(min(lat), 3) if lat else None,
-                       "max": round(max(lat), 3) if lat else None},
+        "latency_ms": {
+            "p50": median(lat),
+            "min": round(min(lat), 3) if lat else None,
+            "max": round(max(lat), 3) if lat else None,
+        },
         "restore_ms": median(s.get("init_ms") for s in samples),
         "duration_ms": median(s.get("duration_ms") for s in samples),
         "wait_ms": median(s.get("wait_ms") for s in samples),
@@ -92,8 +95,12 @@ def function_summary(samples: list[dict], snapshots: dict | None = None) -> dict
     return {
         "snapshots": snapshots or {},
         "cells": cs,
-        "faasnap_speedup_over_lazy": {v: _ratio(_p50(cs, "lazy", v), _p50(cs, "faasnap", v)) for v in ("cold", "cached")},
-        "faasnap_vs_cached": {m: _ratio(_p50(cs, "faasnap", "cold"), _p50(cs, m, "cached")) for m in ("faasnap", "lazy")},
+        "faasnap_speedup_over_lazy": {
+            v: _ratio(_p50(cs, "lazy", v), _p50(cs, "faasnap", v)) for v in ("cold", "cached")
+        },
+        "faasnap_vs_cached": {
+            m: _ratio(_p50(cs, "faasnap", "cold"), _p50(cs, m, "cached")) for m in ("faasnap", "lazy")
+        },
         "start_over_restore": {m: _ratio(start, _p50(cs, m, "cold")) for m in restored},
         "uss_vs_start": {m: {v: _ratio(c.get("uss_mib"), start_uss) for v, c in cs[m].items()} for m in restored},
     }
@@ -106,14 +113,23 @@ def targets(functions: dict[str, dict]) -> list[dict]:
     for name, f in functions.items():
         value = f["faasnap_speedup_over_lazy"].get("cold")
         if value is not None:
-            rows.append({"function": name,
-                         "target": f"faasnap >= {TARGET_FAASNAP_OVER_LAZY:g}x faster than lazy, page-cache-cold",
-                         "value": value, "met": value >= TARGET_FAASNAP_OVER_LAZY})
+            rows.append(
+                {
+                    "function": name,
+                    "target": f"faasnap >= {TARGET_FAASNAP_OVER_LAZY:g}x faster than lazy, page-cache-cold",
+                    "value": value,
+                    "met": value >= TARGET_FAASNAP_OVER_LAZY,
+                }
+            )
     return rows
 
 
-def summary(config: dict, samples: dict[str, list[dict]], snapshots: dict[str, dict] | None = None,
-            failed: dict[str, str] | None = None) -> dict:
+def summary(
+    config: dict,
+    samples: dict[str, list[dict]],
+    snapshots: dict[str, dict] | None = None,
+    failed: dict[str, str] | None = None,
+) -> dict:
     """`samples` and `snapshots` per function (run.measure_function's results)."""
     functions = {name: function_summary(ss, (snapshots or {}).get(name)) for name, ss in samples.items() if ss}
     return {"config": config, "functions": functions, "targets": targets(functions), "failed": failed or {}}

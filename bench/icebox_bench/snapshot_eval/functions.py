@@ -12,16 +12,38 @@ from .. import manifest, paths
 _HELLO_INPUTS = {"A": {"name": "A"}, "B": {"name": "icebox benchmark B"}}
 EXAMPLES = {
     "nodejs-hello": manifest.FunctionSpec(
-        name="nodejs-hello", language="nodejs", kind="nodejs:20", path=paths.REPO_ROOT / "examples/nodejs/hello.js",
-        memory_mb=256, timeout_ms=60000, inputs=_HELLO_INPUTS, description="examples/nodejs/hello.js"),
+        name="nodejs-hello",
+        language="nodejs",
+        kind="nodejs:20",
+        path=paths.REPO_ROOT / "examples/nodejs/hello.js",
+        memory_mb=256,
+        timeout_ms=60000,
+        inputs=_HELLO_INPUTS,
+        description="examples/nodejs/hello.js",
+    ),
     "java-hello": manifest.FunctionSpec(
-        name="java-hello", language="java", kind="java:17",
-        path=paths.REPO_ROOT / "examples/java/target/icebox-examples.jar", main="Hello", memory_mb=256,
-        timeout_ms=60000, inputs=_HELLO_INPUTS, description="examples/java Hello (build: mvn -f examples/java/pom.xml package)"),
+        name="java-hello",
+        language="java",
+        kind="java:17",
+        path=paths.REPO_ROOT / "examples/java/target/icebox-examples.jar",
+        main="Hello",
+        memory_mb=256,
+        timeout_ms=60000,
+        inputs=_HELLO_INPUTS,
+        description="examples/java Hello (build: mvn -f examples/java/pom.xml package)",
+    ),
     "read-part": manifest.FunctionSpec(
-        name="read-part", language="python", kind="python:3", path=Path(__file__).with_name("read_part.py"),
-        main="main", memory_mb=256, timeout_ms=60000, inputs={"A": {"blocks": 6000}, "B": {"blocks": 8000}},
-        paper="FaaSnap (read-list, scaled)", description="bench/icebox_bench/snapshot_eval/read_part.py"),
+        name="read-part",
+        language="python",
+        kind="python:3",
+        path=Path(__file__).with_name("read_part.py"),
+        main="main",
+        memory_mb=256,
+        timeout_ms=60000,
+        inputs={"A": {"blocks": 6000}, "B": {"blocks": 8000}},
+        paper="FaaSnap (read-list, scaled)",
+        description="bench/icebox_bench/snapshot_eval/read_part.py",
+    ),
 }
 
 

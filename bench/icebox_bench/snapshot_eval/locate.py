@@ -30,11 +30,15 @@ def from_restore_stats(stats: dict | None, action: str, version: str) -> Path | 
     directory = Path(image).parent
     entry = _entry(directory)
     if entry is None:
-        raise LocateError(f"{action}: the restore names {image}, which is not a snapshot on this machine "
-                          "(the recipe must run where the daemon runs)")
+        raise LocateError(
+            f"{action}: the restore names {image}, which is not a snapshot on this machine "
+            "(the recipe must run where the daemon runs)"
+        )
     if entry.get("action") != action or entry.get("version") != version:
-        raise LocateError(f"{action}: the restore names {directory}, the snapshot of {entry.get('action')} "
-                          f"version {entry.get('version')}, not version {version}")
+        raise LocateError(
+            f"{action}: the restore names {directory}, the snapshot of {entry.get('action')} "
+            f"version {entry.get('version')}, not version {version}"
+        )
     return directory
 
 
@@ -58,5 +62,6 @@ def snapshot_dir(stats: dict | None, action: str, version: str, state: str | Pat
         return found
     if state:
         return under_state_dir(Path(state), action, version)
-    raise LocateError(f"{action}: the daemon does not name the snapshot a restore used "
-                      "(restore_stats.snapshot): pass --state-dir")
+    raise LocateError(
+        f"{action}: the daemon does not name the snapshot a restore used (restore_stats.snapshot): pass --state-dir"
+    )

@@ -34,25 +34,74 @@ def times_table(summary: dict) -> str:
         for mode, variant in _order(f["cells"]):
             c = f["cells"][mode][variant]
             pager = c.get("pager") or {}
-            rows.append([name, mode, variant, str(c["n"]), fmt(c["latency_ms"]["p50"]), fmt(c["latency_ms"]["min"]),
-                         fmt(c["latency_ms"]["max"]), fmt(c["restore_ms"], 0), fmt(c["criu_ms"], 0),
-                         fmt(c["duration_ms"], 0), _pct(c["resident"]), fmt(c["uss_mib"]), fmt(c["pss_mib"]),
-                         fmt(pager.get("faults"), 0), fmt(pager.get("loader_pages"), 0),
-                         fmt(None if pager.get("bytes_read") is None else pager["bytes_read"] / 2**20)])
-    return markdown_table(["function", "mode", "page cache", "n", "cold start p50 (ms, client)", "min", "max",
-                           "initTime p50 (restore; /init for start)", "criu", "/run duration", "snapshot cached before", "USS MiB",
-                           "PSS MiB", "pager faults", "loader pages", "MiB read by the pager"], rows)
+            rows.append(
+                [
+                    name,
+                    mode,
+                    variant,
+                    str(c["n"]),
+                    fmt(c["latency_ms"]["p50"]),
+                    fmt(c["latency_ms"]["min"]),
+                    fmt(c["latency_ms"]["max"]),
+                    fmt(c["restore_ms"], 0),
+                    fmt(c["criu_ms"], 0),
+                    fmt(c["duration_ms"], 0),
+                    _pct(c["resident"]),
+                    fmt(c["uss_mib"]),
+                    fmt(c["pss_mib"]),
+                    fmt(pager.get("faults"), 0),
+                    fmt(pager.get("loader_pages"), 0),
+                    fmt(None if pager.get("bytes_read") is None else pager["bytes_read"] / 2**20),
+                ]
+            )
+    return markdown_table(
+        [
+            "function",
+            "mode",
+            "page cache",
+            "n",
+            "cold start p50 (ms, client)",
+            "min",
+            "max",
+            "initTime p50 (restore; /init for start)",
+            "criu",
+            "/run duration",
+            "snapshot cached before",
+            "USS MiB",
+            "PSS MiB",
+            "pager faults",
+            "loader pages",
+            "MiB read by the pager",
+        ],
+        rows,
+    )
 
 
 def ratios_table(summary: dict) -> str:
     rows = []
     for name, f in summary["functions"].items():
         sp, vs, st = f["faasnap_speedup_over_lazy"], f["faasnap_vs_cached"], f["start_over_restore"]
-        rows.append([name, _x(sp.get("cold")), _x(sp.get("cached")), _x(vs.get("faasnap")), _x(vs.get("lazy")),
-                     " ".join(f"{m} {_x(v)}" for m, v in st.items())])
-    return markdown_table(["function", "lazy / faasnap, cold", "lazy / faasnap, cached",
-                           "faasnap cold / faasnap cached", "faasnap cold / lazy cached (FaaSnap's \"Cached\")",
-                           "normal start / restore (cold)"], rows)
+        rows.append(
+            [
+                name,
+                _x(sp.get("cold")),
+                _x(sp.get("cached")),
+                _x(vs.get("faasnap")),
+                _x(vs.get("lazy")),
+                " ".join(f"{m} {_x(v)}" for m, v in st.items()),
+            ]
+        )
+    return markdown_table(
+        [
+            "function",
+            "lazy / faasnap, cold",
+            "lazy / faasnap, cached",
+            "faasnap cold / faasnap cached",
+            'faasnap cold / lazy cached (FaaSnap\'s "Cached")',
+            "normal start / restore (cold)",
+        ],
+        rows,
+    )
 
 
 def memory_table(summary: dict) -> str:
@@ -63,10 +112,25 @@ def memory_table(summary: dict) -> str:
         snaps = f.get("snapshots") or {}
         disk = max((s.get("disk_bytes") or 0 for s in snaps.values()), default=0)
         ls = (snaps.get("faasnap") or {}).get("loading_set") or {}
-        rows.append([name, fmt(start), cells, fmt(disk / 2**20) if disk else "–",
-                     fmt(ls.get("loading_set_pages") * 4096 / 2**20 if ls.get("loading_set_pages") else None)])
-    return markdown_table(["function", "normal start USS MiB", "restored USS / normal (page-cache-cold)",
-                           "snapshot on disk MiB", "loading set MiB"], rows)
+        rows.append(
+            [
+                name,
+                fmt(start),
+                cells,
+                fmt(disk / 2**20) if disk else "–",
+                fmt(ls.get("loading_set_pages") * 4096 / 2**20 if ls.get("loading_set_pages") else None),
+            ]
+        )
+    return markdown_table(
+        [
+            "function",
+            "normal start USS MiB",
+            "restored USS / normal (page-cache-cold)",
+            "snapshot on disk MiB",
+            "loading set MiB",
+        ],
+        rows,
+    )
 
 
 def targets_table(summary: dict) -> str:
@@ -89,8 +153,14 @@ def plot(summary: dict, path: Path) -> Path:
             if p50 is None:
                 continue
             label = {"cold": f"{mode}, page-cache-cold", "cached": f"{mode}, cached", "-": "normal start"}[variant]
-            ax.bar(i + (j - (len(slots) - 1) / 2) * width, p50, width * 0.95, color=COLORS[mode],
-                   alpha=0.45 if variant == "cached" else 1.0, label=label if i == 0 else None)
+            ax.bar(
+                i + (j - (len(slots) - 1) / 2) * width,
+                p50,
+                width * 0.95,
+                color=COLORS[mode],
+                alpha=0.45 if variant == "cached" else 1.0,
+                label=label if i == 0 else None,
+            )
     ax.set_xticks(range(len(names)), names, rotation=20, fontsize="small")
     ax.set_yscale("log")
     ax.set_ylabel("cold start p50, ms (client: restore + first /run)")
@@ -105,16 +175,32 @@ def plot(summary: dict, path: Path) -> Path:
 
 def render(out: Path, summary: dict) -> list[Path]:
     cfg = summary.get("config") or {}
-    text = ["# Cold starts from process snapshots per restore mode (issue 11; FaaSnap §6)", "",
-            f"Per function and mode: {cfg.get('repetitions')} cold starts with the snapshot's files dropped from the "
-            "page cache (`cold`) and as many with them read in full (`cached`), forced by evicting the instance, "
-            f"invoked with input {cfg.get('test_input', 'B')} (the loading set was recorded with input "
-            f"{cfg.get('record_input', 'A')}); medians. `start` is a normal cold start of the same function "
-            "(no snapshot, no prewarmed runtime).", "",
-            "## Cold starts", "", times_table(summary), "",
-            "## Ratios", "", ratios_table(summary), "",
-            "## Memory", "", memory_table(summary), "",
-            "## Targets", "", targets_table(summary), ""]
+    text = [
+        "# Cold starts from process snapshots per restore mode (issue 11; FaaSnap §6)",
+        "",
+        f"Per function and mode: {cfg.get('repetitions')} cold starts with the snapshot's files dropped from the "
+        "page cache (`cold`) and as many with them read in full (`cached`), forced by evicting the instance, "
+        f"invoked with input {cfg.get('test_input', 'B')} (the loading set was recorded with input "
+        f"{cfg.get('record_input', 'A')}); medians. `start` is a normal cold start of the same function "
+        "(no snapshot, no prewarmed runtime).",
+        "",
+        "## Cold starts",
+        "",
+        times_table(summary),
+        "",
+        "## Ratios",
+        "",
+        ratios_table(summary),
+        "",
+        "## Memory",
+        "",
+        memory_table(summary),
+        "",
+        "## Targets",
+        "",
+        targets_table(summary),
+        "",
+    ]
     if summary.get("failed"):
         text += ["## Failed", "", *[f"- {k}: {v}" for k, v in summary["failed"].items()], ""]
     files = []

@@ -71,8 +71,10 @@ def action_name(function: str, mode: str) -> str:
 def subject_body(spec: FunctionSpec, mode: str) -> dict:
     body = action_body(spec)
     if mode != START:
-        body["annotations"] = [{"key": "icebox.snapshot", "value": True},
-                               {"key": "icebox.snapshot_restore", "value": mode}]
+        body["annotations"] = [
+            {"key": "icebox.snapshot", "value": True},
+            {"key": "icebox.snapshot_restore", "value": mode},
+        ]
     return body
 
 
@@ -80,7 +82,7 @@ def schedule(modes: list[str], variants: list[str], rounds: int) -> list[list[tu
     """Per round, the (mode, variant) cold starts in order, the normal start as (START, "-");
     the order rotates by one each round, so no mode always follows the same one."""
     one = [(m, v) for m in modes for v in variants] + [(START, "-")]
-    return [one[r % len(one):] + one[:r % len(one)] for r in range(rounds)]
+    return [one[r % len(one) :] + one[: r % len(one)] for r in range(rounds)]
 
 
 async def _snapshot_view(client: IceboxClient, s: Subject) -> dict | None:
@@ -125,29 +127,45 @@ async def invoke_cold(client: IceboxClient, s: Subject, params: dict, expect_res
     record = reply.body if isinstance(reply.body, dict) else {}
     if "annotations" not in record:
         raise ProtocolError(f"{s.action}: no activation record ({reply.status}): {reply.error_message()}")
-    out = {**from_record(record), "latency_ms": round(latency_ms, 3),
-           "restore": annotation(record, "icebox.restore")}
+    out = {**from_record(record), "latency_ms": round(latency_ms, 3), "restore": annotation(record, "icebox.restore")}
     if out["status"] != "success":
         raise ProtocolError(f"{s.action}: the activation failed: {out.get('error')}")
     if out["start_kind"] != "cold":
         raise ProtocolError(f"{s.action}: expected a cold start, the record says {out['start_kind']!r}")
     if out["restore"] != expect_restore:
-        raise ProtocolError(f"{s.action}: expected icebox.restore = {expect_restore!r}, the record says "
-                            f"{out['restore']!r}" + (" (the restore failed and the daemon started normally?)"
-                                                     if out["restore"] is None else ""))
+        raise ProtocolError(
+            f"{s.action}: expected icebox.restore = {expect_restore!r}, the record says "
+            f"{out['restore']!r}"
+            + (" (the restore failed and the daemon started normally?)" if out["restore"] is None else "")
+        )
     return out
 
 
 def invocation_line(sample: dict, phase: str) -> dict:
     """The invocations.jsonl line of a cold start (docs/bench.md: recipes carry `phase` and
     `iteration`)."""
-    keys = ("function", "mode", "variant", "status", "activation_id", "start_kind", "restore", "instance",
-            "latency_ms", "duration_ms", "wait_ms", "init_ms", "daemon_start_ms", "daemon_end_ms")
+    keys = (
+        "function",
+        "mode",
+        "variant",
+        "status",
+        "activation_id",
+        "start_kind",
+        "restore",
+        "instance",
+        "latency_ms",
+        "duration_ms",
+        "wait_ms",
+        "init_ms",
+        "daemon_start_ms",
+        "daemon_end_ms",
+    )
     return {"phase": phase, "iteration": sample.get("round"), **{k: sample.get(k) for k in keys}}
 
 
-async def prepare(client: IceboxClient, spec: FunctionSpec, modes: list[str], state: Path | None,
-                  invocations: JsonlWriter, log) -> list[Subject]:
+async def prepare(
+    client: IceboxClient, spec: FunctionSpec, modes: list[str], state: Path | None, invocations: JsonlWriter, log
+) -> list[Subject]:
     """Deploy the function's actions and run the record phase; the subjects, ready to measure."""
     subjects = [Subject(spec, m, action_name(spec.name, m)) for m in [*modes, START]]
     for s in subjects:
@@ -155,23 +173,35 @@ async def prepare(client: IceboxClient, spec: FunctionSpec, modes: list[str], st
         s.version, s.fqn = action["version"], f"{action['namespace']}/{action['name']}"
     for s in subjects:
         if s.restored:
-            await _wait_snapshot(client, s, lambda v: v.get("state") == "ready", "no snapshot was ready",
-                                 READY_TIMEOUT_S)
-        first = await invoke_cold(client, s, spec.input("A"),
-                                  None if not s.restored else "record" if s.mode in NEEDS_LOADING_SET else s.mode)
+            await _wait_snapshot(
+                client, s, lambda v: v.get("state") == "ready", "no snapshot was ready", READY_TIMEOUT_S
+            )
+        first = await invoke_cold(
+            client, s, spec.input("A"), None if not s.restored else "record" if s.mode in NEEDS_LOADING_SET else s.mode
+        )
         invocations.write(invocation_line({"function": spec.name, "mode": s.mode, **first}, "record"))
         if s.mode in NEEDS_LOADING_SET:
-            await _wait_snapshot(client, s, lambda v: v.get("loading_set") is not None,
-                                 "the recording restore produced no loading set", RECORDED_TIMEOUT_S)
+            await _wait_snapshot(
+                client,
+                s,
+                lambda v: v.get("loading_set") is not None,
+                "the recording restore produced no loading set",
+                RECORDED_TIMEOUT_S,
+            )
         stats = (await client.instance(first["instance"])).get("restore_stats") if s.restored else None
         await evict(client, first["instance"])
         if s.restored:
             s.snapshot = await _snapshot_view(client, s) or {}
             s.directory = locate.snapshot_dir(stats, s.fqn, s.version, state)
             s.files = pagecache.files_under(s.directory)
-            log(f"{s.action}: snapshot {pagecache.size_bytes(s.files) / 2**20:.1f} MiB in {len(s.files)} files"
-                + (f", loading set {s.snapshot['loading_set']['loading_set_pages']} pages"
-                   if s.snapshot.get("loading_set") else ""))
+            log(
+                f"{s.action}: snapshot {pagecache.size_bytes(s.files) / 2**20:.1f} MiB in {len(s.files)} files"
+                + (
+                    f", loading set {s.snapshot['loading_set']['loading_set_pages']} pages"
+                    if s.snapshot.get("loading_set")
+                    else ""
+                )
+            )
     return subjects
 
 
@@ -190,20 +220,32 @@ async def measure_one(client: IceboxClient, s: Subject, variant: str, params: di
     try:
         view = await client.instance(sample["instance"], fresh=True)
         memory = view.get("memory") or {}
-        sample.update(uss=memory.get("uss"), pss=memory.get("pss"), rss=memory.get("rss"),
-                      restore_stats=view.get("restore_stats"))
+        sample.update(
+            uss=memory.get("uss"), pss=memory.get("pss"), rss=memory.get("rss"), restore_stats=view.get("restore_stats")
+        )
     finally:
         await evict(client, sample["instance"])
     used = (sample.get("restore_stats") or {}).get("snapshot")
     if s.restored and used and s.directory is not None and Path(used).parent != s.directory:
-        raise ProtocolError(f"{s.action}: restored from {used}, not from the snapshot whose files were "
-                            f"{'dropped' if variant == 'cold' else 'cached'} ({s.directory})")
+        raise ProtocolError(
+            f"{s.action}: restored from {used}, not from the snapshot whose files were "
+            f"{'dropped' if variant == 'cold' else 'cached'} ({s.directory})"
+        )
     return sample
 
 
-async def measure_function(client: IceboxClient, spec: FunctionSpec, modes: list[str], variants: list[str],
-                           rounds: int, state: Path | None, settle_s: float, samples: JsonlWriter,
-                           invocations: JsonlWriter, log) -> tuple[list[dict], dict[str, dict]]:
+async def measure_function(
+    client: IceboxClient,
+    spec: FunctionSpec,
+    modes: list[str],
+    variants: list[str],
+    rounds: int,
+    state: Path | None,
+    settle_s: float,
+    samples: JsonlWriter,
+    invocations: JsonlWriter,
+    log,
+) -> tuple[list[dict], dict[str, dict]]:
     """The record phase, then `rounds` rounds of the test phase; every sample goes to
     `samples` (JSONL) as it is taken, and its invocation to `invocations`. Returns the samples
     and, per mode, what its snapshot is (snapshot_facts)."""
@@ -232,6 +274,10 @@ async def measure_function(client: IceboxClient, spec: FunctionSpec, modes: list
 def snapshot_facts(s: Subject) -> dict:
     """The snapshot as the daemon describes it, and its files' size on disk."""
     info = s.snapshot.get("snapshot") or {}
-    return {"files": len(s.files), "disk_bytes": pagecache.size_bytes(s.files),
-            "memory_bytes": info.get("memory_bytes"), "took_ms": info.get("took_ms"),
-            "loading_set": s.snapshot.get("loading_set")}
+    return {
+        "files": len(s.files),
+        "disk_bytes": pagecache.size_bytes(s.files),
+        "memory_bytes": info.get("memory_bytes"),
+        "took_ms": info.get("took_ms"),
+        "loading_set": s.snapshot.get("loading_set"),
+    }

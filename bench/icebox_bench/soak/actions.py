@@ -57,12 +57,12 @@ SOAK_ACTIONS = (
     SoakAction("soak-alloc-js", "nodejs:20", "examples/nodejs/alloc.js", 1, {"mb": 8}),
     SoakAction("soak-sleep-py", "python:3", "inline", 1, {"ms": 50}, SLEEP_PY),
     SoakAction("soak-sleep-js", "nodejs:20", "inline", 1, {"ms": 50}, SLEEP_JS),
-    SoakAction("soak-sleep-js-isolate", "nodejs:20", "inline", 1, {"ms": 50}, SLEEP_JS,
-               sharing="isolate", concurrency=8),
-    SoakAction("soak-alloc-js-isolate", "nodejs:20", "examples/nodejs/alloc.js", 1, {"mb": 8},
-               sharing="isolate", concurrency=8),
-    SoakAction("soak-sleep-js-shared", "nodejs:20", "inline", 1, {"ms": 50}, SLEEP_JS,
-               sharing="shared", concurrency=8),
-    SoakAction("soak-sleep-py-shared", "python:3", "inline", 1, {"ms": 50}, SLEEP_PY,
-               sharing="shared", concurrency=8),
+    SoakAction(
+        "soak-sleep-js-isolate", "nodejs:20", "inline", 1, {"ms": 50}, SLEEP_JS, sharing="isolate", concurrency=8
+    ),
+    SoakAction(
+        "soak-alloc-js-isolate", "nodejs:20", "examples/nodejs/alloc.js", 1, {"mb": 8}, sharing="isolate", concurrency=8
+    ),
+    SoakAction("soak-sleep-js-shared", "nodejs:20", "inline", 1, {"ms": 50}, SLEEP_JS, sharing="shared", concurrency=8),
+    SoakAction("soak-sleep-py-shared", "python:3", "inline", 1, {"ms": 50}, SLEEP_PY, sharing="shared", concurrency=8),
 )

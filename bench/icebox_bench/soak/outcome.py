@@ -58,8 +58,9 @@ def annotation(body, key: str):
     return None
 
 
-def classify(status: int | None, body=None, failure: str | None = None,
-             killed: Mapping[str, str] | None = None) -> Outcome:
+def classify(
+    status: int | None, body=None, failure: str | None = None, killed: Mapping[str, str] | None = None
+) -> Outcome:
     """`failure` is TIMEOUT or CONNECTION_ERROR when no answer came (then `status` is None).
     `killed` maps the instances the soak killed so far to their state when listed."""
     if failure is not None:

@@ -45,9 +45,13 @@ def render(result: dict, verdict: bool) -> str:
         left.append(f"processes tied to the state dir: {[p['pid'] for p in after['leftover_processes']]}")
     if after["cgroup_dirs_left"]:
         left.append(f"cgroup dirs: {after['cgroup_dirs_left']}")
-    cgroups = ("its `icebox-" + after["cgroup_tag"] + "` cgroup dirs "
-               + ("(seen during the run) " if after["cgroup_dirs_seen_during_run"] else "(none during the run) ")
-               + ("remain" if after["cgroup_dirs_left"] else "are gone"))
+    cgroups = (
+        "its `icebox-"
+        + after["cgroup_tag"]
+        + "` cgroup dirs "
+        + ("(seen during the run) " if after["cgroup_dirs_seen_during_run"] else "(none during the run) ")
+        + ("remain" if after["cgroup_dirs_left"] else "are gone")
+    )
     rows = [
         ("Started (UTC)", result["started_utc"]),
         ("Clients / duration / kill interval", f"{c['clients']} / {c['duration_s']:g} s / ~{c['kill_interval_s']:g} s"),
@@ -56,19 +60,31 @@ def render(result: dict, verdict: bool) -> str:
         ("Throughput", f"{result['throughput_rps']} req/s"),
         ("Succeeded (200, success)", str(cat["ok"])),
         ("Failed because the soak killed their instance (502, action developer error)", str(cat["instance killed"])),
-        ("**Daemon failures** (5xx other than the action's 502, connection errors, timeouts)", f"**{cat['daemon failure']}**"),
-        ("Other answers (429, 202, application errors, developer errors of instances the soak did not kill)", str(cat["other"])),
+        (
+            "**Daemon failures** (5xx other than the action's 502, connection errors, timeouts)",
+            f"**{cat['daemon failure']}**",
+        ),
+        (
+            "Other answers (429, 202, application errors, developer errors of instances the soak did not kill)",
+            str(cat["other"]),
+        ),
         ("Latency p50 / p99 / max, all requests", f"{_ms(lat['p50'])} / {_ms(lat['p99'])} / {_ms(lat['max'])}"),
         ("Latency p50 / p99, successful requests", f"{_ms(ok_lat['p50'])} / {_ms(ok_lat['p99'])}"),
-        ("Instance processes SIGKILLed", f"{kills['total']} (instance state when listed: {states}; not done: {skipped})"),
+        (
+            "Instance processes SIGKILLed",
+            f"{kills['total']} (instance state when listed: {states}; not done: {skipped})",
+        ),
         ("Daemon VmRSS before / after / peak", f"{_mib(rss['before'])} / {_mib(rss['after'])} / {_mib(rss['peak'])}"),
         ("Daemon open fds before / after / peak", f"{_n(fds['before'])} / {_n(fds['after'])} / {_n(fds['peak'])}"),
         ("Instances after the load (2 s later)", _n(result["instances_after_load"])),
         ("The daemon's counters over the load (/metrics)", _counters(result.get("daemon_counters") or {})),
         ("Daemon stop on SIGTERM", "–" if after["stop_seconds"] is None else f"{after['stop_seconds'] * 1000:.0f} ms"),
-        ("Left behind after the daemon stopped",
-         ("; ".join(left) if left else "nothing: ") + f"{after['instance_processes_checked']} instance processes checked, "
-         + cgroups),
+        (
+            "Left behind after the daemon stopped",
+            ("; ".join(left) if left else "nothing: ")
+            + f"{after['instance_processes_checked']} instance processes checked, "
+            + cgroups,
+        ),
         ("Verdict", "passed" if verdict else "**FAILED**"),
     ]
     lines = ["| Measure | Value |", "|---|---|", *[f"| {_cell(k)} | {_cell(v)} |" for k, v in rows]]
@@ -78,8 +94,14 @@ def render(result: dict, verdict: bool) -> str:
         lines.append("| Interrupted | yes: the numbers cover the run up to the interruption |")
     lines += ["", "| Answer | Category | Count | Example messages |", "|---|---|---|---|"]
     for k in result["by_kind"]:
-        lines.append(f"| {_cell(k['kind'])} | {k['category']} | {k['count']} | {_cell('; '.join(k['examples'])) or '–'} |")
-    lines += ["", "| Action | " + " | ".join(result["by_category"]) + " |", "|---" * (1 + len(result["by_category"])) + "|"]
+        lines.append(
+            f"| {_cell(k['kind'])} | {k['category']} | {k['count']} | {_cell('; '.join(k['examples'])) or '–'} |"
+        )
+    lines += [
+        "",
+        "| Action | " + " | ".join(result["by_category"]) + " |",
+        "|---" * (1 + len(result["by_category"])) + "|",
+    ]
     for action, counts in result["by_action"].items():
         lines.append(f"| {action} | " + " | ".join(str(counts.get(cat_, 0)) for cat_ in result["by_category"]) + " |")
     return "\n".join(lines) + "\n"

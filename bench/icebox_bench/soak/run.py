@@ -20,8 +20,8 @@ from pathlib import Path
 import aiohttp
 
 from .. import leaks, procfs
-from ..promtext import parse_metrics
 from ..daemon import Daemon
+from ..promtext import parse_metrics
 from . import killer
 from .actions import SOAK_ACTIONS, SoakAction
 from .outcome import CONNECTION_ERROR, OK, TIMEOUT, classify
@@ -107,29 +107,31 @@ async def _client(session, actions, weights, rng, cfg, deadline, budget, state, 
         action = rng.choices(actions, weights)[0]
         t0 = time.perf_counter()
         try:
-            status, body = await _call(session, "POST", action.path() + "?blocking=true", action.params,
-                                       cfg.request_timeout_s)
+            status, body = await _call(
+                session, "POST", action.path() + "?blocking=true", action.params, cfg.request_timeout_s
+            )
             outcome = classify(status, body, killed=state.kills.instances)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             outcome = classify(None, f"no answer within {cfg.request_timeout_s:g} s", TIMEOUT)
         except aiohttp.ClientError as e:
             outcome = classify(None, f"{type(e).__name__}: {e}", CONNECTION_ERROR)
         state.tally.add(action.name, outcome, time.perf_counter() - t0)
 
 
-async def _killer(session, daemon: Daemon, cfg: SoakConfig, rng: random.Random, stop: asyncio.Event,
-                  state: SoakState) -> None:
+async def _killer(
+    session, daemon: Daemon, cfg: SoakConfig, rng: random.Random, stop: asyncio.Event, state: SoakState
+) -> None:
     tag = daemon.state_tag
     while not stop.is_set():
         wait = cfg.kill_interval_s * rng.uniform(0.5, 1.5) if cfg.kill_interval_s else 1.0
         try:
             await asyncio.wait_for(stop.wait(), wait)
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         try:
             status, views = await _call(session, "GET", "/icebox/v1/instances", timeout_s=10)
-        except (asyncio.TimeoutError, aiohttp.ClientError):
+        except (TimeoutError, aiohttp.ClientError):
             state.kills.skipped["instance list failed"] += 1
             continue
         if status != 200 or not isinstance(views, list):
@@ -165,7 +167,7 @@ async def _sampler(daemon: Daemon, period_s: float, stop: asyncio.Event, state: 
             return
         try:
             await asyncio.wait_for(stop.wait(), period_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 
@@ -188,12 +190,12 @@ async def run_load(clients: list[asyncio.Task], stop: asyncio.Event) -> None:
 
 
 async def drive(daemon: Daemon, cfg: SoakConfig, state: SoakState, log) -> None:
-    rng = random.Random(cfg.seed)
     actions = list(SOAK_ACTIONS)
     weights = [a.weight for a in actions]
     connector = aiohttp.TCPConnector(limit=cfg.clients + 4)
-    async with aiohttp.ClientSession(base_url=daemon.apihost, headers=_auth_header(daemon.auth),
-                                     connector=connector) as session:
+    async with aiohttp.ClientSession(
+        base_url=daemon.apihost, headers=_auth_header(daemon.auth), connector=connector
+    ) as session:
         state.phase = "deploying"
         log(f"deploying {len(actions)} actions and invoking each once")
         await _deploy(session, actions)
@@ -207,13 +209,21 @@ async def drive(daemon: Daemon, cfg: SoakConfig, state: SoakState, log) -> None:
         state.phase = "load"
         log(f"load: {cfg.clients} clients for {cfg.duration_s:g} s, a kill every ~{cfg.kill_interval_s:g} s")
         stop = asyncio.Event()
-        side = [asyncio.create_task(_killer(session, daemon, cfg, random.Random(cfg.seed + 1), stop, state)),
-                asyncio.create_task(_sampler(daemon, cfg.sample_period_s, stop, state))]
+        side = [
+            asyncio.create_task(_killer(session, daemon, cfg, random.Random(cfg.seed + 1), stop, state)),
+            asyncio.create_task(_sampler(daemon, cfg.sample_period_s, stop, state)),
+        ]
         t0 = time.monotonic()
         deadline = t0 + cfg.duration_s
         budget = [cfg.max_requests]
-        clients = [asyncio.create_task(_client(session, actions, weights, random.Random(cfg.seed * 1000 + i), cfg,
-                                               deadline, budget, state, stop)) for i in range(cfg.clients)]
+        clients = [
+            asyncio.create_task(
+                _client(
+                    session, actions, weights, random.Random(cfg.seed * 1000 + i), cfg, deadline, budget, state, stop
+                )
+            )
+            for i in range(cfg.clients)
+        ]
         try:
             await run_load(clients, stop)
         finally:
@@ -264,15 +274,33 @@ def run(cfg: SoakConfig, out_dir: Path, log) -> tuple[dict, bool]:
         daemon.stop(also_check=state.seen)
     result = {
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "config": {"clients": cfg.clients, "duration_s": cfg.duration_s, "kill_interval_s": cfg.kill_interval_s,
-                   "request_timeout_s": cfg.request_timeout_s, "max_requests": cfg.max_requests, "seed": cfg.seed,
-                   "daemon_flags": " ".join(cfg.daemon_args) or "defaults",
-                   "daemon_launch": "--listen 127.0.0.1:<free port>, --state-dir <temp dir>, --auth, --runtimes-dir",
-                   "actions": [{"name": a.name, "kind": a.kind, "source": a.source, "weight": a.weight, "params": a.params,
-                                "sharing": a.sharing, "concurrency": a.concurrency}
-                               for a in SOAK_ACTIONS]},
-        "daemon": {"isolation": daemon.health.get("isolation"), "cgroup": daemon.health.get("cgroup"),
-                   "died_during_run": state.daemon_died},
+        "config": {
+            "clients": cfg.clients,
+            "duration_s": cfg.duration_s,
+            "kill_interval_s": cfg.kill_interval_s,
+            "request_timeout_s": cfg.request_timeout_s,
+            "max_requests": cfg.max_requests,
+            "seed": cfg.seed,
+            "daemon_flags": " ".join(cfg.daemon_args) or "defaults",
+            "daemon_launch": "--listen 127.0.0.1:<free port>, --state-dir <temp dir>, --auth, --runtimes-dir",
+            "actions": [
+                {
+                    "name": a.name,
+                    "kind": a.kind,
+                    "source": a.source,
+                    "weight": a.weight,
+                    "params": a.params,
+                    "sharing": a.sharing,
+                    "concurrency": a.concurrency,
+                }
+                for a in SOAK_ACTIONS
+            ],
+        },
+        "daemon": {
+            "isolation": daemon.health.get("isolation"),
+            "cgroup": daemon.health.get("cgroup"),
+            "died_during_run": state.daemon_died,
+        },
         "phase_reached": state.phase,
         "interrupted": interrupted,
         "error": error,
@@ -300,5 +328,12 @@ def run(cfg: SoakConfig, out_dir: Path, log) -> tuple[dict, bool]:
 def passed(result: dict) -> bool:
     """No daemon failure, the daemon survived, and nothing was left behind."""
     after = result["after_stop"]
-    return (not result["error"] and not result["interrupted"] and not result["daemon"]["died_during_run"]
-            and result["by_category"]["daemon failure"] == 0 and not after["leaked_pids"] and not after["leftover_processes"] and not after["cgroup_dirs_left"])
+    return (
+        not result["error"]
+        and not result["interrupted"]
+        and not result["daemon"]["died_during_run"]
+        and result["by_category"]["daemon failure"] == 0
+        and not after["leaked_pids"]
+        and not after["leftover_processes"]
+        and not after["cgroup_dirs_left"]
+    )

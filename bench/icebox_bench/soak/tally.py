@@ -44,8 +44,10 @@ class Tally:
             "requests": self.requests,
             "throughput_rps": round(self.requests / load_seconds, 1) if load_seconds > 0 else None,
             "by_category": {c: self.categories.get(c, 0) for c in CATEGORIES},
-            "by_kind": [{"kind": k, "category": self.kind_category[k], "count": n, "examples": self.examples.get(k, [])}
-                        for k, n in sorted(self.kinds.items(), key=lambda kv: (-kv[1], kv[0]))],
+            "by_kind": [
+                {"kind": k, "category": self.kind_category[k], "count": n, "examples": self.examples.get(k, [])}
+                for k, n in sorted(self.kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+            ],
             "by_action": {a: {c: n for c, n in sorted(cs.items())} for a, cs in sorted(self.by_action.items())},
             "latency_ms": latency_summary(self.latencies_s),
             "ok_latency_ms": latency_summary(self.ok_latencies_s),
@@ -58,8 +60,14 @@ def latency_summary(latencies_s: list[float]) -> dict:
     if not xs:
         return {"n": 0, "p50": None, "p90": None, "p99": None, "max": None, "mean": None}
     ms = lambda v: round(v * 1000.0, 3)  # noqa: E731
-    return {"n": len(xs), "p50": ms(percentile(xs, 50)), "p90": ms(percentile(xs, 90)),
-            "p99": ms(percentile(xs, 99)), "max": ms(xs[-1]), "mean": ms(sum(xs) / len(xs))}
+    return {
+        "n": len(xs),
+        "p50": ms(percentile(xs, 50)),
+        "p90": ms(percentile(xs, 90)),
+        "p99": ms(percentile(xs, 99)),
+        "max": ms(xs[-1]),
+        "mean": ms(sum(xs) / len(xs)),
+    }
 
 
 @dataclass
@@ -96,13 +104,17 @@ class Kills:
         return sum(self.by_state.values())
 
     def as_dict(self) -> dict:
-        return {"total": self.total, "by_state": dict(sorted(self.by_state.items())),
-                "skipped": dict(sorted(self.skipped.items()))}
+        return {
+            "total": self.total,
+            "by_state": dict(sorted(self.by_state.items())),
+            "skipped": dict(sorted(self.skipped.items())),
+        }
 
 
 def daemon_counters(before: list, after: list) -> dict:
     """What the daemon's own counters (/metrics, parsed) say happened between two scrapes:
     invocations by start kind, evictions by reason, 429 rejections."""
+
     def delta(name: str, **labels: str) -> int:
         return int(metric_sum(after, name, **labels) - metric_sum(before, name, **labels))
 
@@ -110,6 +122,8 @@ def daemon_counters(before: list, after: list) -> dict:
         values = sorted({lbl[label] for n, lbl, _ in after if n == name and label in lbl})
         return {v: d for v in values if (d := delta(name, **{label: v}))}
 
-    return {"invocations_by_start": by("icebox_invocations_total", "start"),
-            "evictions_by_reason": by("icebox_evictions_total", "reason"),
-            "rejected": delta("icebox_rejected_total")}
+    return {
+        "invocations_by_start": by("icebox_invocations_total", "start"),
+        "evictions_by_reason": by("icebox_evictions_total", "reason"),
+        "rejected": delta("icebox_rejected_total"),
+    }

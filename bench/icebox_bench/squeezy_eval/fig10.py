@@ -39,20 +39,29 @@ def _detail(event: dict) -> dict:
     return detail if isinstance(detail, dict) else {}
 
 
+def error_key(invocation: dict) -> str:
+    """One key per cause: the daemon's `icebox.error` kind when the record has one, else (no
+    record: the client gave up, or an older daemon) the message with its numbers masked, so
+    VMs, sizes and waits do not split one cause."""
+    if invocation.get("error_kind"):
+        return str(invocation["error_kind"])
+    return re.sub(r"\d+(\.\d+)?", "N", str(invocation["error"]))[:240]
+
+
 def latency_entry(invocations: list[dict]) -> dict:
     """p50/p99 of the answered invocations (successes and function errors: both were served);
     the others are counted by status."""
     measured = [i for i in invocations if not i.get("warmup")]
-    served = [i for i in measured if i.get("status") in ("success", "application_error")
-              and i.get("latency_ms") is not None]
+    served = [
+        i for i in measured if i.get("status") in ("success", "application_error") and i.get("latency_ms") is not None
+    ]
     latencies = [i["latency_ms"] for i in served]
     statuses: dict[str, int] = {}
     errors: dict[str, int] = {}
     for i in measured:
         statuses[i.get("status", "?")] = statuses.get(i.get("status", "?"), 0) + 1
         if i.get("error") and i not in served:
-            # Numbers masked: one key per cause, not per VM, size or time waited.
-            key = re.sub(r"\d+(\.\d+)?", "N", str(i["error"]))[:240]
+            key = error_key(i)
             errors[key] = errors.get(key, 0) + 1
     return {
         "n": len(served),
@@ -82,8 +91,9 @@ def plugged_from_events(events: list[dict]) -> list[tuple[float, float]]:
         if kind == "partition_plugged":
             held[inst] = float(d.get("bytes") or 0)
             level += held[inst]
-        elif (kind == "partition_reclaimed" and d.get("outcome", "released") in RELEASED) \
-                or kind == "partition_recovered":
+        elif (
+            kind == "partition_reclaimed" and d.get("outcome", "released") in RELEASED
+        ) or kind == "partition_recovered":
             level -= held.pop(inst, float(d.get("bytes") or 0))
         else:
             continue
@@ -100,8 +110,11 @@ def plugged_from_memory(memory: list[dict], partition_bytes: int) -> list[tuple[
 def memory_entry(run: dict) -> dict:
     """GiB-s and peak of plugged memory over the replay, from the best source present."""
     events = partition_events(run.get("events") or [])
-    sources = [("events", plugged_from_events(events)), ("metrics", list(run.get("plugged") or [])),
-               ("instances", plugged_from_memory(run.get("memory") or [], int(run.get("partition_bytes") or 0)))]
+    sources = [
+        ("events", plugged_from_events(events)),
+        ("metrics", list(run.get("plugged") or [])),
+        ("instances", plugged_from_memory(run.get("memory") or [], int(run.get("partition_bytes") or 0))),
+    ]
     source, series = next(((name, s) for name, s in sources if s), ("none", []))
     start, end = run.get("start_ms"), run.get("end_ms")
     gib_s = peak = None
@@ -110,7 +123,7 @@ def memory_entry(run: dict) -> dict:
         times = [start / 1000.0] + [t / 1000.0 for t, _ in series if t > start]
         values = [before[-1] if before else 0.0] + [v for t, v in series if t > start]
         gib_s = step_integral(times, values, start / 1000.0, end / 1000.0) / GIB
-        peak = max(v for t, v in zip(times, values) if t <= end / 1000.0) / GIB
+        peak = max(v for t, v in zip(times, values, strict=True) if t <= end / 1000.0) / GIB
     plugs = [_detail(e) for e in events if e["kind"] == "partition_plugged"]
     reclaims = [_detail(e) for e in events if e["kind"] == "partition_reclaimed"]
     released = [d for d in reclaims if d.get("outcome", "released") == "released"]
@@ -128,7 +141,8 @@ def memory_entry(run: dict) -> dict:
         "reclaims_stuck": sum(1 for e in events if e["kind"] == "partition_stuck"),
         "reclaims_recovered": sum(1 for e in events if e["kind"] == "partition_recovered"),
         "unplug_ms_median": statistics.median([d["unplug_ms"] for d in released if d.get("unplug_ms") is not None])
-        if any(d.get("unplug_ms") is not None for d in released) else None,
+        if any(d.get("unplug_ms") is not None for d in released)
+        else None,
         "pages_migrated": sum(int(d.get("pages_migrated") or 0) for d in reclaims),
     }
 
@@ -137,8 +151,11 @@ def run_entry(run: dict, functions: list[str]) -> dict:
     invs = run.get("invocations") or []
     by_fn = {fn: latency_entry([i for i in invs if i.get("function") == fn]) for fn in functions}
     return {
-        "mode": run["mode"], "scenario": run["scenario"], "vm_memory_bytes": run.get("vm_memory_bytes"),
-        "duration_s": None if run.get("start_ms") is None or run.get("end_ms") is None
+        "mode": run["mode"],
+        "scenario": run["scenario"],
+        "vm_memory_bytes": run.get("vm_memory_bytes"),
+        "duration_s": None
+        if run.get("start_ms") is None or run.get("end_ms") is None
         else (run["end_ms"] - run["start_ms"]) / 1000.0,
         "functions": by_fn,
         "all": latency_entry(invs),
@@ -159,8 +176,11 @@ def mode_ratios(runs: dict[str, dict], mode: str, functions: list[str]) -> dict:
         return {"by_function": {}, "p99_ratio_mean": None, "gib_s_ratio": None}
     by_fn = {fn: _ratio(p["functions"][fn]["p99_ms"], a["functions"][fn]["p99_ms"]) for fn in functions}
     known = [r for r in by_fn.values() if r is not None]
-    return {"by_function": by_fn, "p99_ratio_mean": statistics.mean(known) if known else None,
-            "gib_s_ratio": _ratio(p["memory"]["gib_s"], a["memory"]["gib_s"])}
+    return {
+        "by_function": by_fn,
+        "p99_ratio_mean": statistics.mean(known) if known else None,
+        "gib_s_ratio": _ratio(p["memory"]["gib_s"], a["memory"]["gib_s"]),
+    }
 
 
 def targets(ratios: dict, runs: dict) -> list[dict]:
@@ -168,29 +188,49 @@ def targets(ratios: dict, runs: dict) -> list[dict]:
     vm = (ratios.get("virtio-mem") or {}).get("p99_ratio_mean")
     pressured = [r for k, r in runs.items() if k.endswith("/pressure")]
     return [
-        {"target": f"squeezy's p99 under pressure <= {TARGET_SQUEEZY_RATIO:g}x its abundant p99 (mean over functions)",
-         "value": sq, "paper": PAPER["p99_ratio"]["squeezy"], "met": sq is not None and sq <= TARGET_SQUEEZY_RATIO},
-        {"target": "squeezy's p99 ratio below vanilla virtio-mem's", "value": None if sq is None or vm is None
-         else vm / sq, "paper": PAPER["p99_ratio"]["virtio-mem"] / PAPER["p99_ratio"]["squeezy"],
-         "met": sq is not None and vm is not None and sq < vm},
+        {
+            "target": f"squeezy's p99 under pressure <= {TARGET_SQUEEZY_RATIO:g}x its abundant p99"
+            " (mean over functions)",
+            "value": sq,
+            "paper": PAPER["p99_ratio"]["squeezy"],
+            "met": sq is not None and sq <= TARGET_SQUEEZY_RATIO,
+        },
+        {
+            "target": "squeezy's p99 ratio below vanilla virtio-mem's",
+            "value": None if sq is None or vm is None else vm / sq,
+            "paper": PAPER["p99_ratio"]["virtio-mem"] / PAPER["p99_ratio"]["squeezy"],
+            "met": sq is not None and vm is not None and sq < vm,
+        },
         # Without waits for memory the pressure runs measured nothing the paper's did.
-        {"target": "the budget made starts wait for reclaimed memory in every pressure run",
-         "value": min((r["memory"]["plugs_waited"] for r in pressured), default=None), "paper": None,
-         "met": bool(pressured) and all(r["memory"]["plugs_waited"] > 0 for r in pressured)},
+        {
+            "target": "the budget made starts wait for reclaimed memory in every pressure run",
+            "value": min((r["memory"]["plugs_waited"] for r in pressured), default=None),
+            "paper": None,
+            "met": bool(pressured) and all(r["memory"]["plugs_waited"] > 0 for r in pressured),
+        },
     ]
 
 
-def summary(runs: list[dict], *, functions: list[str], modes: list[str], accel: str | None,
-            failed: dict | None = None, config: dict | None = None) -> dict:
+def summary(
+    runs: list[dict],
+    *,
+    functions: list[str],
+    modes: list[str],
+    accel: str | None,
+    failed: dict | None = None,
+    config: dict | None = None,
+) -> dict:
     entries = {run_key(r["mode"], r["scenario"]): run_entry(r, functions) for r in runs}
     ratios = {mode: mode_ratios(entries, mode, functions) for mode in modes}
     sq_p = entries.get(run_key("squeezy", "pressure"), {}).get("memory", {}).get("gib_s")
     vm_p = entries.get(run_key("virtio-mem", "pressure"), {}).get("memory", {}).get("gib_s")
     note = None
     if accel == "tcg":
-        note = ("VMs ran under QEMU TCG (no usable KVM here): instance starts take seconds and unplugs "
-                "run emulated, so latencies are inflated throughout; compare each mode's pressure / "
-                "abundant ratios with the paper's, not the absolute times.")
+        note = (
+            "VMs ran under QEMU TCG (no usable KVM here): instance starts take seconds and unplugs "
+            "run emulated, so latencies are inflated throughout; compare each mode's pressure / "
+            "abundant ratios with the paper's, not the absolute times."
+        )
     return {
         "accel": accel,
         "functions": functions,

@@ -24,17 +24,34 @@ def latency_table(summary: dict) -> str:
     for key, run in summary["runs"].items():
         for fn, e in run["functions"].items():
             bad = ", ".join(f"{n} {st}" for st, n in e["statuses"].items() if st not in ("success",))
-            rows.append([key, fn, str(e["n"]), fmt(e["p50_ms"], 0), fmt(e["p99_ms"], 0), f"{e['cold']} / {e['warm']}",
-                         bad or "–"])
-    return markdown_table(["mode/scenario", "function", "served", "p50 (ms)", "p99 (ms)", "cold / warm",
-                           "other statuses"], rows)
+            rows.append(
+                [
+                    key,
+                    fn,
+                    str(e["n"]),
+                    fmt(e["p50_ms"], 0),
+                    fmt(e["p99_ms"], 0),
+                    f"{e['cold']} / {e['warm']}",
+                    bad or "–",
+                ]
+            )
+    return markdown_table(
+        ["mode/scenario", "function", "served", "p50 (ms)", "p99 (ms)", "cold / warm", "other statuses"], rows
+    )
 
 
 def ratio_table(summary: dict) -> str:
     rows = []
     for mode, r in summary["ratios"].items():
-        rows.append([mode, *[_x(r["by_function"].get(fn)) for fn in summary["functions"]], _x(r["p99_ratio_mean"]),
-                     _x((summary["paper"]["p99_ratio"]).get(mode)), _x(r["gib_s_ratio"])])
+        rows.append(
+            [
+                mode,
+                *[_x(r["by_function"].get(fn)) for fn in summary["functions"]],
+                _x(r["p99_ratio_mean"]),
+                _x((summary["paper"]["p99_ratio"]).get(mode)),
+                _x(r["gib_s_ratio"]),
+            ]
+        )
     return markdown_table(["mode", *summary["functions"], "mean", "paper", "GiB-s pressure / abundant"], rows)
 
 
@@ -43,19 +60,49 @@ def memory_table(summary: dict) -> str:
     for key, run in summary["runs"].items():
         m = run["memory"]
         budget = run.get("vm_memory_bytes")
-        rows.append([key, "–" if not budget else f"{budget / 2**20:.0f}", fmt(m["gib_s"], 1), fmt(m["peak_gib"], 2),
-                     f"{m['plugs']} ({m['plugs_waited']} waited, {m['vm_boots']} VM boots)",
-                     fmt(m["plug_wait_ms_p99"], 0), f"{m['reclaims']} ({m['reclaims_stuck']} stuck)",
-                     fmt(m["unplug_ms_median"], 0), str(m["pages_migrated"]), str(run["all"]["timeouts"]),
-                     m["source"]])
-    return markdown_table(["mode/scenario", "--vm-memory (MiB)", "GiB-s", "peak GiB", "plugs", "plug wait p99 (ms)",
-                           "reclaims", "unplug median (ms)", "pages migrated", "timeouts", "memory from"], rows)
+        rows.append(
+            [
+                key,
+                "–" if not budget else f"{budget / 2**20:.0f}",
+                fmt(m["gib_s"], 1),
+                fmt(m["peak_gib"], 2),
+                f"{m['plugs']} ({m['plugs_waited']} waited, {m['vm_boots']} VM boots)",
+                fmt(m["plug_wait_ms_p99"], 0),
+                f"{m['reclaims']} ({m['reclaims_stuck']} stuck)",
+                fmt(m["unplug_ms_median"], 0),
+                str(m["pages_migrated"]),
+                str(run["all"]["timeouts"]),
+                m["source"],
+            ]
+        )
+    return markdown_table(
+        [
+            "mode/scenario",
+            "--vm-memory (MiB)",
+            "GiB-s",
+            "peak GiB",
+            "plugs",
+            "plug wait p99 (ms)",
+            "reclaims",
+            "unplug median (ms)",
+            "pages migrated",
+            "timeouts",
+            "memory from",
+        ],
+        rows,
+    )
 
 
 def targets_table(summary: dict) -> str:
-    rows = [[t["target"], fmt(t["value"], 2) if isinstance(t["value"], float) else str(t["value"]),
-             "–" if t["paper"] is None else fmt(t["paper"], 2), "met" if t["met"] else "missed"]
-            for t in summary["targets"]]
+    rows = [
+        [
+            t["target"],
+            fmt(t["value"], 2) if isinstance(t["value"], float) else str(t["value"]),
+            "–" if t["paper"] is None else fmt(t["paper"], 2),
+            "met" if t["met"] else "missed",
+        ]
+        for t in summary["targets"]
+    ]
     return markdown_table(["target", "measured", "paper", ""], rows)
 
 
@@ -64,19 +111,40 @@ def markdown(summary: dict) -> str:
     parts = ["# squeezy-fig10: tail latency with limited memory for N:1 VMs", ""]
     if summary.get("note"):
         parts += [f"*{summary['note']}*", ""]
-    parts += [f"Trace {c.get('trace')} minutes {c.get('start_minute')}+{c.get('minutes')} at ×{c.get('scale')} "
-              f"({c.get('scheduled')} invocations); {c.get('partitions')} partitions per VM, "
-              f"{c.get('memory_mb')} MiB per instance, keep-alive {c.get('keep_alive')}; pressure budget "
-              f"{c.get('pressure_fraction')} of the abundant run's peak.", "",
-              "## p99 under pressure over abundant (Fig. 10, left)", "", ratio_table(summary), "",
-              "## Latency per run", "", latency_table(summary), "",
-              "## Partition memory", "", memory_table(summary), ""]
+    parts += [
+        f"Trace {c.get('trace')} minutes {c.get('start_minute')}+{c.get('minutes')} at ×{c.get('scale')} "
+        f"({c.get('scheduled')} invocations); {c.get('partitions')} partitions per VM, "
+        f"{c.get('memory_mb')} MiB per instance, keep-alive {c.get('keep_alive')}; pressure budget "
+        f"{c.get('pressure_fraction')} of the abundant run's peak.",
+        "",
+        "## p99 under pressure over abundant (Fig. 10, left)",
+        "",
+        ratio_table(summary),
+        "",
+        "## Latency per run",
+        "",
+        latency_table(summary),
+        "",
+        "## Partition memory",
+        "",
+        memory_table(summary),
+        "",
+    ]
     saving = summary.get("gib_s_saving_vs_virtio_mem")
-    parts += [f"GiB-s squeezy saves over virtio-mem under pressure: "
-              f"{'–' if saving is None else f'{saving:.0%}'} (paper: "
-              f"{summary['paper']['gib_s_saving_vs_virtio_mem']:.1%}).", "", targets_table(summary), ""]
-    errors = {f"{key} {fn}: {msg}": n for key, run in summary["runs"].items()
-              for fn, e in run["functions"].items() for msg, n in (e.get("errors") or {}).items()}
+    parts += [
+        f"GiB-s squeezy saves over virtio-mem under pressure: "
+        f"{'–' if saving is None else f'{saving:.0%}'} (paper: "
+        f"{summary['paper']['gib_s_saving_vs_virtio_mem']:.1%}).",
+        "",
+        targets_table(summary),
+        "",
+    ]
+    errors = {
+        f"{key} {fn}: {msg}": n
+        for key, run in summary["runs"].items()
+        for fn, e in run["functions"].items()
+        for msg, n in (e.get("errors") or {}).items()
+    }
     if errors:
         parts += ["## Invocations not served", ""] + [f"- {k}… ({n}×)" for k, n in errors.items()] + [""]
     if summary.get("failed"):

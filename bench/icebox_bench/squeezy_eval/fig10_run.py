@@ -106,8 +106,13 @@ async def poll_plugged(client: IceboxClient, writer, period_s: float = 1.0) -> N
                 plugged = [v for name, _, v in samples if name.endswith("partition_plugged_bytes")]
                 releasing = [v for name, _, v in samples if name.endswith("partition_releasing_bytes")]
                 if plugged:
-                    writer.write({"t_ms": round(time.time() * 1000.0, 3), "plugged_bytes": sum(plugged),
-                                  "releasing_bytes": sum(releasing)})
+                    writer.write(
+                        {
+                            "t_ms": round(time.time() * 1000.0, 3),
+                            "plugged_bytes": sum(plugged),
+                            "releasing_bytes": sum(releasing),
+                        }
+                    )
         except IceboxError:
             pass
         await asyncio.sleep(period_s)
@@ -116,41 +121,61 @@ async def poll_plugged(client: IceboxClient, writer, period_s: float = 1.0) -> N
 async def warm_up(client: IceboxClient, plan: Plan, writer, log) -> None:
     """One invocation per function, all at once: every action's VM boots before the replay."""
     used = plan.used_specs()
-    results = await asyncio.gather(*[invoke_once(client, s.name, s.input(plan.size), action_timeout_ms=s.timeout_ms)
-                                     for s in used])
-    for spec, fields in zip(used, results):
+    results = await asyncio.gather(
+        *[invoke_once(client, s.name, s.input(plan.size), action_timeout_ms=s.timeout_ms) for s in used]
+    )
+    for spec, fields in zip(used, results, strict=True):
         writer.write({"function": spec.name, "warmup": True, **fields})
         log(f"warm-up {spec.name}: {fields['status']} in {(fields.get('latency_ms') or 0) / 1000:.1f} s")
 
 
-async def run_scenario(plan: Plan, mode: str, scenario: str, vm_memory: int | None, out: Path, *,
-                       command: str, log=print) -> Path:
+async def run_scenario(
+    plan: Plan, mode: str, scenario: str, vm_memory: int | None, out: Path, *, command: str, log=print
+) -> Path:
     """One replay with its own daemon; returns its run directory."""
     label = f"{mode}-{scenario}"
     run_dir = RunDir(out)
     sched = plan.schedule()
     args = plan.scenario_args(mode, vm_memory)
-    log(f"[{label}] starting iceboxd {' '.join(args)}; {len(sched.items)} invocations over "
-        f"{sched.length_s():.0f} s")
+    log(f"[{label}] starting iceboxd {' '.join(args)}; {len(sched.items)} invocations over {sched.length_s():.0f} s")
     used = plan.used_specs()
     # A VM probe (--vm-accel auto) can hold the daemon's start past the default 30 s under load.
     with Daemon(args, log_path=run_dir.file("iceboxd.log"), start_timeout_s=120.0) as daemon:
         async with IceboxClient(daemon.apihost, daemon.auth) as client:
             for spec in used:
                 await put_body(client, spec.name, vm_shared_body(spec, plan.memory_mb), spec.name)
-            config = {"command": command, "kind": "recipe-run", "recipe": "squeezy-fig10", "label": label,
-                      "mode": mode, "scenario": scenario, "vm_memory_bytes": vm_memory, "daemon_args": args,
-                      "mapping": plan.mapping, "origin_s": plan.origin_s, "scale": plan.scale,
-                      "duration_s": plan.duration_s, "memory_mb": plan.memory_mb, "input": plan.size,
-                      "scheduled": len(sched.items), "dropped": sched.dropped, **plan.extra}
+            config = {
+                "command": command,
+                "kind": "recipe-run",
+                "recipe": "squeezy-fig10",
+                "label": label,
+                "mode": mode,
+                "scenario": scenario,
+                "vm_memory_bytes": vm_memory,
+                "daemon_args": args,
+                "mapping": plan.mapping,
+                "origin_s": plan.origin_s,
+                "scale": plan.scale,
+                "duration_s": plan.duration_s,
+                "memory_mb": plan.memory_mb,
+                "input": plan.size,
+                "scheduled": len(sched.items),
+                "dropped": sched.dropped,
+                **plan.extra,
+            }
             async with RunSession(client, run_dir, config, log=lambda m: log(f"[{label}] {m}")) as session:
                 poller = asyncio.create_task(poll_plugged(client, run_dir.jsonl("plugged.jsonl")))
                 try:
                     await warm_up(client, plan, run_dir.jsonl("warmup.jsonl"), lambda m: log(f"[{label}] {m}"))
-                    driver = OpenLoop(client, sched, session.invocations,
-                                      params={s.name: s.input(plan.size) for s in used},
-                                      action_timeouts_ms={s.name: s.timeout_ms for s in used if s.timeout_ms},
-                                      drain_timeout_s=plan.drain_timeout_s, log=log)
+                    driver = OpenLoop(
+                        client,
+                        sched,
+                        session.invocations,
+                        params={s.name: s.input(plan.size) for s in used},
+                        action_timeouts_ms={s.name: s.timeout_ms for s in used if s.timeout_ms},
+                        drain_timeout_s=plan.drain_timeout_s,
+                        log=log,
+                    )
                     result = await driver.run()
                     session.result.update(result.to_json())
                     # Let keep-alive run out so the last scale-down's reclaims are recorded too.
@@ -163,14 +188,18 @@ async def run_scenario(plan: Plan, mode: str, scenario: str, vm_memory: int | No
 
 def load_run(path: Path, mode: str, scenario: str, partition_bytes: int) -> dict:
     """A finished run directory as fig10.run_entry reads it."""
+
     def _json(name: str) -> dict:
         p = path / name
         return json.loads(p.read_text()) if p.exists() else {}
 
     result, config = _json("result.json"), _json("config.json")
     return {
-        "mode": mode, "scenario": scenario, "vm_memory_bytes": config.get("vm_memory_bytes"),
-        "start_ms": result.get("start_epoch_ms"), "end_ms": result.get("end_epoch_ms"),
+        "mode": mode,
+        "scenario": scenario,
+        "vm_memory_bytes": config.get("vm_memory_bytes"),
+        "start_ms": result.get("start_epoch_ms"),
+        "end_ms": result.get("end_epoch_ms"),
         "invocations": read_jsonl(path / "invocations.jsonl"),
         "events": read_jsonl(path / "events.jsonl"),
         "plugged": [(r["t_ms"], r["plugged_bytes"]) for r in read_jsonl(path / "plugged.jsonl")],

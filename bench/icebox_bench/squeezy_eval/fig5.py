@@ -23,8 +23,13 @@ SERIES = {
 BASELINES = ("virtio-mem", "balloon", "virtio-mem-nozero")
 # Squeezy §6.1.1: 10.9x faster than the baselines on average; 2 GiB in 127 ms; vanilla
 # virtio-mem 617 ms for 512 MiB and ~2.5 s for 2 GiB; zeroing 24% of vanilla's unplug time.
-PAPER = {"speedup_average": 10.9, "squeezy_2048_ms": 127.0, "virtio_mem_512_ms": 617.0,
-         "virtio_mem_2048_ms": 2500.0, "zeroing_share": 0.24}
+PAPER = {
+    "speedup_average": 10.9,
+    "squeezy_2048_ms": 127.0,
+    "virtio_mem_512_ms": 617.0,
+    "virtio_mem_2048_ms": 2500.0,
+    "zeroing_share": 0.24,
+}
 # The bar: at least 5x faster than each baseline, and no page migrated.
 TARGET_SPEEDUP = 5.0
 
@@ -62,12 +67,16 @@ def cell(samples: list[dict]) -> dict:
         "unplug_ms": _median(r.get("unplug_ms") for r in released),
         "drain_ms": _median(r.get("drain_ms") for r in released),
         "stop_ms": _median(r.get("stop_ms") for r in released),
-        "destroy_ms": _median(s.get("destroy_ms") for s, r in zip(samples, reports) if r.get("outcome") == "released"),
+        "destroy_ms": _median(
+            s.get("destroy_ms") for s, r in zip(samples, reports, strict=True) if r.get("outcome") == "released"
+        ),
         "pages_migrated": _median(r.get("pages_migrated") for r in released),
         "fill_s": _median(s.get("fill_s") for s in samples),
         "n": len(released),
-        "not_released": {o: sum(1 for r in reports if r.get("outcome") == o)
-                         for o in sorted({r.get("outcome") for r in reports} - {"released"})},
+        "not_released": {
+            o: sum(1 for r in reports if r.get("outcome") == o)
+            for o in sorted({r.get("outcome") for r in reports} - {"released"})
+        },
     }
 
 
@@ -78,10 +87,12 @@ def cells(samples: list[dict]) -> dict[str, dict[int, dict[str, dict]]]:
         if "report" not in s:
             continue
         out.setdefault(series_of(s), {}).setdefault(int(s["size_mib"]), {}).setdefault(
-            fullness_key(s["fullness"]), []).append(s)
-    return {series: {size: {f: cell(group[f]) for f in sorted(group, key=float)}
-                     for size, group in sorted(by_size.items())}
-            for series, by_size in out.items()}
+            fullness_key(s["fullness"]), []
+        ).append(s)
+    return {
+        series: {size: {f: cell(group[f]) for f in sorted(group, key=float)} for size, group in sorted(by_size.items())}
+        for series, by_size in out.items()
+    }
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -95,13 +106,18 @@ def ratios(table: dict, size: int) -> dict[str, dict]:
     out = {}
     for base in BASELINES:
         other = table.get(base, {}).get(size, {})
-        by_fullness = {f: _ratio(other[f]["unplug_ms"], squeezy[f]["unplug_ms"])
-                       for f in sorted(set(squeezy) & set(other), key=float)}
+        by_fullness = {
+            f: _ratio(other[f]["unplug_ms"], squeezy[f]["unplug_ms"])
+            for f in sorted(set(squeezy) & set(other), key=float)
+        }
         known = {f: r for f, r in by_fullness.items() if r is not None}
         full = max(known, key=float) if known else None
-        out[base] = {"by_fullness": by_fullness,
-                     "mean": statistics.mean(known.values()) if known else None,
-                     "at_full": known[full] if full else None, "full": full}
+        out[base] = {
+            "by_fullness": by_fullness,
+            "mean": statistics.mean(known.values()) if known else None,
+            "at_full": known[full] if full else None,
+            "full": full,
+        }
     return out
 
 
@@ -123,30 +139,50 @@ def targets(overall: dict, squeezy_migrated: int | None, series: list[str] | Non
             continue
         paper = PAPER["speedup_average"]
         value = overall.get(base, {}).get("at_full")
-        out.append({"target": f"squeezy >= {TARGET_SPEEDUP:g}x faster than {base} (geomean over sizes, full VM)",
-                    "value": value, "paper": paper, "met": value is not None and value >= TARGET_SPEEDUP})
-    out.append({"target": "squeezy migrates no page", "value": squeezy_migrated, "paper": 0,
-                "met": squeezy_migrated == 0})
+        out.append(
+            {
+                "target": f"squeezy >= {TARGET_SPEEDUP:g}x faster than {base} (geomean over sizes, full VM)",
+                "value": value,
+                "paper": paper,
+                "met": value is not None and value >= TARGET_SPEEDUP,
+            }
+        )
+    out.append(
+        {"target": "squeezy migrates no page", "value": squeezy_migrated, "paper": 0, "met": squeezy_migrated == 0}
+    )
     return out
 
 
 def note_for(accel: str | None) -> str | None:
     if accel and accel.lower() == "tcg":
-        return ("VMs ran under QEMU TCG (no usable KVM here): the guest's zeroing and migration run "
-                "emulated, several times slower than on KVM, and exits cost more; compare the ratios "
-                "between modes with the paper's, not the absolute times.")
+        return (
+            "VMs ran under QEMU TCG (no usable KVM here): the guest's zeroing and migration run "
+            "emulated, several times slower than on KVM, and exits cost more; compare the ratios "
+            "between modes with the paper's, not the absolute times."
+        )
     return None
 
 
-def summary(samples: list[dict], *, sizes: list[int], series: list[str], partitions: int, fill: float,
-            accel: str | None, failed: dict | None = None) -> dict:
+def summary(
+    samples: list[dict],
+    *,
+    sizes: list[int],
+    series: list[str],
+    partitions: int,
+    fill: float,
+    accel: str | None,
+    failed: dict | None = None,
+) -> dict:
     measured = [s for s in samples if "report" in s]
     table = cells(measured)
-    per_size = {size: {"ratios": ratios(table, size), "zeroing_share": zeroing_share(table, size)}
-                for size in sizes}
-    overall = {base: {"mean": geomean(per_size[s]["ratios"][base]["mean"] for s in sizes),
-                      "at_full": geomean(per_size[s]["ratios"][base]["at_full"] for s in sizes)}
-               for base in BASELINES}
+    per_size = {size: {"ratios": ratios(table, size), "zeroing_share": zeroing_share(table, size)} for size in sizes}
+    overall = {
+        base: {
+            "mean": geomean(per_size[s]["ratios"][base]["mean"] for s in sizes),
+            "at_full": geomean(per_size[s]["ratios"][base]["at_full"] for s in sizes),
+        }
+        for base in BASELINES
+    }
     squeezy = [s["report"] for s in measured if series_of(s) == "squeezy"]
     migrated = sum(int(r.get("pages_migrated") or 0) for r in squeezy) if squeezy else None
     errors = {f"{series_of(s)} {s.get('size_mib')} MiB": s["error"] for s in samples if "error" in s}

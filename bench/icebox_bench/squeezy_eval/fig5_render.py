@@ -25,24 +25,52 @@ def latency_table(summary: dict, size: str) -> str:
     for series, by_size in summary["cells"].items():
         for fullness, c in (by_size.get(size) or {}).items():
             bad = ", ".join(f"{n} {o}" for o, n in c["not_released"].items() if n)
-            rows.append([LABELS.get(series, series), fullness, fmt(c["unplug_ms"], 0), fmt(c["drain_ms"], 0),
-                         fmt(c["stop_ms"], 0), fmt(c["pages_migrated"], 0), str(c["n"]) + (f" ({bad})" if bad else "")])
-    return markdown_table(["series", "fullness", "unplug (ms)", "drain (ms)", "stop (ms)", "pages migrated", "n"],
-                          rows)
+            rows.append(
+                [
+                    LABELS.get(series, series),
+                    fullness,
+                    fmt(c["unplug_ms"], 0),
+                    fmt(c["drain_ms"], 0),
+                    fmt(c["stop_ms"], 0),
+                    fmt(c["pages_migrated"], 0),
+                    str(c["n"]) + (f" ({bad})" if bad else ""),
+                ]
+            )
+    return markdown_table(["series", "fullness", "unplug (ms)", "drain (ms)", "stop (ms)", "pages migrated", "n"], rows)
 
 
 def ratio_table(summary: dict) -> str:
     rows = []
     for size, entry in summary["per_size"].items():
         r = entry["ratios"]
-        rows.append([size, *[f"{_x(r[b]['mean'])} / {_x(r[b]['at_full'])}" for b in ("virtio-mem", "balloon",
-                                                                                  "virtio-mem-nozero")],
-                     "–" if entry["zeroing_share"] is None else f"{entry['zeroing_share']:.0%}"])
+        rows.append(
+            [
+                size,
+                *[
+                    f"{_x(r[b]['mean'])} / {_x(r[b]['at_full'])}"
+                    for b in ("virtio-mem", "balloon", "virtio-mem-nozero")
+                ],
+                "–" if entry["zeroing_share"] is None else f"{entry['zeroing_share']:.0%}",
+            ]
+        )
     o = summary["overall"]
-    rows.append(["**geomean**", *[f"{_x(o[b]['mean'])} / {_x(o[b]['at_full'])}"
-                                  for b in ("virtio-mem", "balloon", "virtio-mem-nozero")], ""])
-    return markdown_table(["size (MiB)", "virtio-mem / squeezy (mean over fullness / full VM)", "balloon / squeezy",
-                           "virtio-mem no zeroing / squeezy", "zeroing share of virtio-mem's unplug"], rows)
+    rows.append(
+        [
+            "**geomean**",
+            *[f"{_x(o[b]['mean'])} / {_x(o[b]['at_full'])}" for b in ("virtio-mem", "balloon", "virtio-mem-nozero")],
+            "",
+        ]
+    )
+    return markdown_table(
+        [
+            "size (MiB)",
+            "virtio-mem / squeezy (mean over fullness / full VM)",
+            "balloon / squeezy",
+            "virtio-mem no zeroing / squeezy",
+            "zeroing share of virtio-mem's unplug",
+        ],
+        rows,
+    )
 
 
 def paper_table(summary: dict) -> str:
@@ -52,18 +80,29 @@ def paper_table(summary: dict) -> str:
         by_f = (cells.get(series) or {}).get(str(size)) or {}
         return by_f[max(by_f, key=float)]["unplug_ms"] if by_f else None
 
-    rows = [["squeezy, 2 GiB (ms)", fmt(full("squeezy", 2048), 0), fmt(p["squeezy_2048_ms"], 0)],
-            ["virtio-mem, 512 MiB (ms)", fmt(full("virtio-mem", 512), 0), fmt(p["virtio_mem_512_ms"], 0)],
-            ["virtio-mem, 2 GiB (ms)", fmt(full("virtio-mem", 2048), 0), fmt(p["virtio_mem_2048_ms"], 0)],
-            ["squeezy's speed-up (geomean, full VM: virtio-mem / balloon)",
-             f"{_x(summary['overall']['virtio-mem']['at_full'])} / {_x(summary['overall']['balloon']['at_full'])}",
-             _x(p["speedup_average"])]]
+    rows = [
+        ["squeezy, 2 GiB (ms)", fmt(full("squeezy", 2048), 0), fmt(p["squeezy_2048_ms"], 0)],
+        ["virtio-mem, 512 MiB (ms)", fmt(full("virtio-mem", 512), 0), fmt(p["virtio_mem_512_ms"], 0)],
+        ["virtio-mem, 2 GiB (ms)", fmt(full("virtio-mem", 2048), 0), fmt(p["virtio_mem_2048_ms"], 0)],
+        [
+            "squeezy's speed-up (geomean, full VM: virtio-mem / balloon)",
+            f"{_x(summary['overall']['virtio-mem']['at_full'])} / {_x(summary['overall']['balloon']['at_full'])}",
+            _x(p["speedup_average"]),
+        ],
+    ]
     return markdown_table(["full VM", "icebox vm-shared", "Squeezy paper (KVM)"], rows)
 
 
 def targets_table(summary: dict) -> str:
-    rows = [[t["target"], fmt(t["value"], 2) if isinstance(t["value"], float) else str(t["value"]),
-             str(t["paper"]), "met" if t["met"] else "missed"] for t in summary["targets"]]
+    rows = [
+        [
+            t["target"],
+            fmt(t["value"], 2) if isinstance(t["value"], float) else str(t["value"]),
+            str(t["paper"]),
+            "met" if t["met"] else "missed",
+        ]
+        for t in summary["targets"]
+    ]
     return markdown_table(["target", "measured", "paper", ""], rows)
 
 
@@ -71,14 +110,28 @@ def markdown(summary: dict) -> str:
     parts = ["# squeezy-fig5: taking an instance's memory back from an N:1 VM", ""]
     if summary.get("note"):
         parts += [f"*{summary['note']}*", ""]
-    parts += [f"{summary['partitions']} partitions per VM; every instance filled {summary['fill']:.0%} of its "
-              "partition; fullness = partitions in use when the target's partition was unplugged. "
-              "Medians of released unplugs.", ""]
+    parts += [
+        f"{summary['partitions']} partitions per VM; every instance filled {summary['fill']:.0%} of its "
+        "partition; fullness = partitions in use when the target's partition was unplugged. "
+        "Medians of released unplugs.",
+        "",
+    ]
     for size in summary["per_size"]:
         parts += [f"## {size} MiB partitions", "", latency_table(summary, size), ""]
-    parts += ["## Ratios", "", ratio_table(summary), "", "## Beside the paper", "", paper_table(summary), "",
-              f"Pages squeezy migrated in all its unplugs: {summary['squeezy_pages_migrated']}.", "",
-              targets_table(summary), ""]
+    parts += [
+        "## Ratios",
+        "",
+        ratio_table(summary),
+        "",
+        "## Beside the paper",
+        "",
+        paper_table(summary),
+        "",
+        f"Pages squeezy migrated in all its unplugs: {summary['squeezy_pages_migrated']}.",
+        "",
+        targets_table(summary),
+        "",
+    ]
     if summary.get("failed"):
         parts += ["## Failed", ""] + [f"- {k}: {v}" for k, v in summary["failed"].items()] + [""]
     return "\n".join(parts)
@@ -87,12 +140,15 @@ def markdown(summary: dict) -> str:
 def plot(summary: dict, path: Path) -> Path:
     sizes = list(summary["per_size"])
     fig, axes = plt.subplots(1, max(len(sizes), 1), figsize=(5.0 * max(len(sizes), 1), 3.8), squeeze=False)
-    for ax, size in zip(axes[0], sizes):
+    for ax, size in zip(axes[0], sizes, strict=False):
         for series, by_size in summary["cells"].items():
-            points = [(float(f), c["unplug_ms"]) for f, c in (by_size.get(size) or {}).items()
-                      if c["unplug_ms"] is not None]
+            points = [
+                (float(f), c["unplug_ms"]) for f, c in (by_size.get(size) or {}).items() if c["unplug_ms"] is not None
+            ]
             if points:
-                ax.plot(*zip(*points), marker="o", label=LABELS.get(series, series), color=COLORS.get(series))
+                ax.plot(
+                    *zip(*points, strict=True), marker="o", label=LABELS.get(series, series), color=COLORS.get(series)
+                )
         ax.set_yscale("log")
         ax.set_xlabel("VM fullness (partitions in use)")
         ax.set_ylabel("unplug latency (ms)")

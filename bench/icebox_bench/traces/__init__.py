@@ -54,8 +54,15 @@ def detect_format(invocations: Path) -> str:
     raise ValueError(f"{invocations}: unknown trace format (header starts {','.join(header[:5])!r})")
 
 
-def open_trace(path: Path, *, format: str = "auto", durations: Path | None = None,
-               window: Window = Window(), expansion: str = "even", seed: int = 0) -> Trace:
+def open_trace(
+    path: Path,
+    *,
+    format: str = "auto",
+    durations: Path | None = None,
+    window: Window = Window(),
+    expansion: str = "even",
+    seed: int = 0,
+) -> Trace:
     if format not in FORMATS:
         raise ValueError(f"unknown trace format {format!r}; expected one of {', '.join(FORMATS)}")
     invocations, found_durations = find_files(Path(path))
@@ -63,8 +70,7 @@ def open_trace(path: Path, *, format: str = "auto", durations: Path | None = Non
         format = detect_format(invocations)
     if format == "azure2021":
         return azure2021.load(invocations, window=window)
-    return azure2019.load(invocations, durations or found_durations, window=window,
-                          expansion=expansion, seed=seed)
+    return azure2019.load(invocations, durations or found_durations, window=window, expansion=expansion, seed=seed)
 
 
 __all__ = ["FORMATS", "Trace", "TraceInvocation", "Window", "open_trace", "find_files", "detect_format"]

@@ -27,8 +27,9 @@ EXPANSIONS = ("even", "random")
 _ID_COLUMNS = ("HashOwner", "HashApp", "HashFunction", "Trigger")
 
 
-def expand_minute(minute: int, count: int, expansion: str = "even", *, seed: int = 0,
-                  function: str = "") -> list[float]:
+def expand_minute(
+    minute: int, count: int, expansion: str = "even", *, seed: int = 0, function: str = ""
+) -> list[float]:
     """Trace times (s) of `count` invocations during minute `minute`, ascending."""
     if count < 0:
         raise ValueError(f"negative invocation count {count}")
@@ -61,8 +62,7 @@ def is_invocations_header(header: list[str]) -> bool:
     return "HashFunction" in header and any(name.strip().isdigit() for name in header)
 
 
-def read_invocations(path: Path, window: Window, expansion: str, seed: int,
-                     skipped: Counter) -> list[TraceInvocation]:
+def read_invocations(path: Path, window: Window, expansion: str, seed: int, skipped: Counter) -> list[TraceInvocation]:
     invocations: list[TraceInvocation] = []
     seen: set[str] = set()
     with open(path, newline="") as f:
@@ -125,8 +125,14 @@ def read_durations(path: Path, skipped: Counter) -> dict[str, float]:
     return durations
 
 
-def load(invocations_path: Path, durations_path: Path | None = None, *, window: Window = Window(),
-         expansion: str = "even", seed: int = 0) -> Trace:
+def load(
+    invocations_path: Path,
+    durations_path: Path | None = None,
+    *,
+    window: Window = Window(),
+    expansion: str = "even",
+    seed: int = 0,
+) -> Trace:
     """Read a 2019 trace, expanding only the minutes that overlap `window`."""
     if expansion not in EXPANSIONS:
         raise ValueError(f"unknown expansion {expansion!r}; expected one of {', '.join(EXPANSIONS)}")

@@ -48,8 +48,11 @@ def java_hello() -> Example:
     if not manifest_path.is_file():
         raise Unavailable("runtimes/java/runtime.json is missing (the Java runtime is not installed in this tree)")
     runtime_dir = str(RUNTIMES / "java")
-    jars = [a.replace("{runtime_dir}", runtime_dir) for a in json.loads(manifest_path.read_text())["command"]
-            if a.endswith(".jar")]
+    jars = [
+        a.replace("{runtime_dir}", runtime_dir)
+        for a in json.loads(manifest_path.read_text())["command"]
+        if a.endswith(".jar")
+    ]
     if not all(os.path.isfile(j) for j in jars):
         _maven_package(RUNTIMES / "java" / "pom.xml")
     if not JAVA_JAR.is_file():
@@ -64,8 +67,9 @@ def _maven_package(pom) -> None:
     if not pom.is_file():
         raise Unavailable(f"{pom.relative_to(REPO)} is missing")
     try:
-        done = subprocess.run(["mvn", "-B", "-q", "-f", str(pom), "package", "-DskipTests"],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["mvn", "-B", "-q", "-f", str(pom), "package", "-DskipTests"], capture_output=True, text=True
+        )
     except OSError as e:
         raise Unavailable(f"cannot run Maven: {e}") from e
     if done.returncode != 0:

@@ -21,11 +21,11 @@ class Endpoint:
     path: str = ""
 
     @staticmethod
-    def tcp(host: str, port: int) -> "Endpoint":
+    def tcp(host: str, port: int) -> Endpoint:
         return Endpoint("tcp", host=host, port=port)
 
     @staticmethod
-    def unix(path: str) -> "Endpoint":
+    def unix(path: str) -> Endpoint:
         return Endpoint("unix", path=path)
 
     def connect(self, timeout: float) -> http.client.HTTPConnection:
@@ -75,7 +75,7 @@ class Client:
             self._conn.close()
             self._conn = None
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -24,7 +24,7 @@ class Daemon(Launcher):
     @property
     def endpoint(self) -> Endpoint:
         if self.listen.startswith("unix:"):
-            return Endpoint.unix(self.listen[len("unix:"):])
+            return Endpoint.unix(self.listen[len("unix:") :])
         host, _, port = self.listen.rpartition(":")
         return Endpoint.tcp(host, int(port))
 
@@ -39,16 +39,23 @@ class Daemon(Launcher):
 
     def isolation_note(self) -> str:
         h = self.health
-        return (f"{self.label}: isolation {h.get('isolation', '?')}, cgroup {h.get('cgroup', '?')}, "
-                f"flags: {' '.join(self.args) or '(defaults)'}.")
+        return (
+            f"{self.label}: isolation {h.get('isolation', '?')}, cgroup {h.get('cgroup', '?')}, "
+            f"flags: {' '.join(self.args) or '(defaults)'}."
+        )
 
     def stop_note(self) -> str:
         """One line for the report: how the daemon stopped and whether anything leaked."""
         if self.stop_seconds is None:
             return f"{self.label}: not stopped cleanly"
-        leak = (f"LEAKED {len(self.leaked_pids)} instance process(es): {self.leaked_pids}"
-                if self.leaked_pids else "no instance process left behind")
+        leak = (
+            f"LEAKED {len(self.leaked_pids)} instance process(es): {self.leaked_pids}"
+            if self.leaked_pids
+            else "no instance process left behind"
+        )
         if self.leftovers:
             leak += f"; LEFT BEHIND: {self.leftovers.describe()}"
-        return (f"{self.label} stopped on SIGTERM in {self.stop_seconds * 1000:.0f} ms; "
-                f"{self.checked_processes} instance process(es) checked, {leak}.")
+        return (
+            f"{self.label} stopped on SIGTERM in {self.stop_seconds * 1000:.0f} ms; "
+            f"{self.checked_processes} instance process(es) checked, {leak}."
+        )

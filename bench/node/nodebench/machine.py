@@ -60,8 +60,9 @@ def loadavg() -> str:
 def git_revision() -> str:
     rev = _first_line(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
     try:
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"],
-                               capture_output=True, text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         dirty = ""
     return rev + (" (with uncommitted changes)" if dirty else "")

@@ -13,7 +13,6 @@ import uuid
 from .client import Client, Endpoint, wait_until_connectable
 from .daemon import RUNTIMES, clean_env, remove_tree, temp_dir
 
-
 # An action's memory limit when it sets none (crates/icebox-core/src/action.rs).
 DEFAULT_MEMORY_MB = 256
 
@@ -21,9 +20,11 @@ DEFAULT_MEMORY_MB = 256
 def expand(text: str, runtime_dir: str, memory_mb: int) -> str:
     """A manifest argument with its placeholders replaced, by the daemon's rule
     (crates/icebox-sandbox/src/manifest.rs): the heap may take 3/5 of the memory limit."""
-    return (text.replace("{runtime_dir}", runtime_dir)
-            .replace("{memory_mb}", str(memory_mb))
-            .replace("{heap_mb}", str(memory_mb * 3 // 5)))
+    return (
+        text.replace("{runtime_dir}", runtime_dir)
+        .replace("{memory_mb}", str(memory_mb))
+        .replace("{heap_mb}", str(memory_mb * 3 // 5))
+    )
 
 
 class DirectProxy:
@@ -40,7 +41,7 @@ class DirectProxy:
         self.endpoint = Endpoint.unix(os.path.join(self.dir, "proxy.sock"))
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> "DirectProxy":
+    def __enter__(self) -> DirectProxy:
         try:
             self.start()
         except BaseException:
@@ -52,19 +53,26 @@ class DirectProxy:
         self.stop()
 
     def start(self) -> None:
-        env = clean_env({
-            "ICEBOX_PROXY_SOCKET": self.endpoint.path,
-            "ICEBOX_CONCURRENCY": "1",
-            "__OW_API_HOST": "",
-            "HOME": self.dir,
-            "TMPDIR": self.dir,
-            **self.env_extra,
-        })
+        env = clean_env(
+            {
+                "ICEBOX_PROXY_SOCKET": self.endpoint.path,
+                "ICEBOX_CONCURRENCY": "1",
+                "__OW_API_HOST": "",
+                "HOME": self.dir,
+                "TMPDIR": self.dir,
+                **self.env_extra,
+            }
+        )
         # The proxy writes sentinel lines after every activation: a file never blocks it.
         with open(os.path.join(self.dir, "proxy.log"), "ab") as log:
             self.proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                env=env, cwd=self.dir, start_new_session=True,
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                cwd=self.dir,
+                start_new_session=True,
             )
         wait_until_connectable(self.endpoint, 30.0, alive=lambda: self.proc.poll() is None)
 
@@ -90,13 +98,15 @@ def run_body(params: dict, action: str, namespace: str = "guest") -> bytes:
     """A /run request shaped like the one iceboxd sends (docs/runtime-protocol.md). Built once
     and reused, so the baseline loop carries no client-side encoding cost."""
     activation = uuid.uuid4().hex
-    return json.dumps({
-        "value": params,
-        "namespace": namespace,
-        "action_name": f"/{namespace}/{action}",
-        "activation_id": activation,
-        "transaction_id": activation,
-        "api_key": "",
-        "deadline": str(int(time.time() * 1000) + 600_000),
-        "action_version": "0.0.1",
-    }).encode()
+    return json.dumps(
+        {
+            "value": params,
+            "namespace": namespace,
+            "action_name": f"/{namespace}/{action}",
+            "activation_id": activation,
+            "transaction_id": activation,
+            "api_key": "",
+            "deadline": str(int(time.time() * 1000) + 600_000),
+            "action_version": "0.0.1",
+        }
+    ).encode()

@@ -28,8 +28,10 @@ def unavailable_reason(health: dict) -> str | None:
         if iso.get("isolation") == "process":
             if iso.get("snapshots"):
                 return None
-            return (f"the process backend ({iso.get('backend') or 'none'}) takes no snapshots on this node "
-                    "(they need root, crun isolation and CRIU >= 4.1: scripts/setup.sh builds it)")
+            return (
+                f"the process backend ({iso.get('backend') or 'none'}) takes no snapshots on this node "
+                "(they need root, crun isolation and CRIU >= 4.1: scripts/setup.sh builds it)"
+            )
     return "the daemon reports no process isolation (an iceboxd without snapshots?)"
 
 
@@ -60,11 +62,16 @@ def wait_ready(client: Client, name: str, version: str | None = None, timeout_s:
     return _poll(client, name, version, lambda v: v.get("state") == "ready", "no snapshot was ready", timeout_s)
 
 
-def wait_recorded(client: Client, name: str, version: str | None = None,
-                  timeout_s: float = RECORDED_TIMEOUT_S) -> dict:
+def wait_recorded(client: Client, name: str, version: str | None = None, timeout_s: float = RECORDED_TIMEOUT_S) -> dict:
     """Poll until the snapshot has its loading set (the first restore's activation recorded)."""
-    return _poll(client, name, version, lambda v: v.get("loading_set") is not None,
-                 "the first restore's recording did not produce a loading set", timeout_s)
+    return _poll(
+        client,
+        name,
+        version,
+        lambda v: v.get("loading_set") is not None,
+        "the first restore's recording did not produce a loading set",
+        timeout_s,
+    )
 
 
 def evict(client: Client, instance: str) -> None:

@@ -33,11 +33,16 @@ class Summary:
     max: float
 
     @staticmethod
-    def of_seconds(samples: list[float]) -> "Summary":
+    def of_seconds(samples: list[float]) -> Summary:
         ms = [s * 1000.0 for s in samples]
         return Summary(
-            n=len(ms), p50=statistics.median(ms), p90=percentile(ms, 90), p99=percentile(ms, 99),
-            mean=statistics.fmean(ms), min=min(ms), max=max(ms),
+            n=len(ms),
+            p50=statistics.median(ms),
+            p90=percentile(ms, 90),
+            p99=percentile(ms, 99),
+            mean=statistics.fmean(ms),
+            min=min(ms),
+            max=max(ms),
         )
 
 
@@ -50,13 +55,13 @@ class Histogram:
     total: float
 
     @staticmethod
-    def from_samples(samples, name: str) -> "Histogram":
+    def from_samples(samples, name: str) -> Histogram:
         buckets = sorted(
-            (float(l["le"]), v) for n, l, v in samples if n == name + "_bucket" and "le" in l
+            (float(labels["le"]), v) for n, labels, v in samples if n == name + "_bucket" and "le" in labels
         )
         return Histogram(buckets, metric_sum(samples, name + "_count"), metric_sum(samples, name + "_sum"))
 
-    def minus(self, earlier: "Histogram") -> "Histogram":
+    def minus(self, earlier: Histogram) -> Histogram:
         """Observations made after `earlier` was scraped."""
         before = dict(earlier.buckets)
         return Histogram(

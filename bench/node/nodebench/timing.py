@@ -44,7 +44,7 @@ def interleaved(targets: list[Target], n: int, block: int) -> None:
     `target.samples`."""
     rounds = -(-n // block)
     for r in range(rounds):
-        order = targets[r % len(targets):] + targets[:r % len(targets)]
+        order = targets[r % len(targets) :] + targets[: r % len(targets)]
         for t in order:
             todo = min(block, n - len(t.samples))
             t.samples.extend(time_calls(t, todo))

@@ -389,7 +389,7 @@ mod tests {
     use icebox_core::{ChargeMode, MemoryStats};
     use std::collections::BTreeMap;
 
-    const MIB: u64 = 1024 * 1024;
+    use icebox_core::units::MIB;
 
     fn stats(mib: u64) -> MemoryStats {
         MemoryStats {

@@ -87,7 +87,7 @@ mod tests {
     use super::*;
     use icebox_core::{InstanceState, MemoryStats, OffloadView, SegmentView};
 
-    const MIB: u64 = 1024 * 1024;
+    use icebox_core::units::MIB;
 
     fn instance(mode: &str) -> InstanceView {
         InstanceView {

@@ -65,9 +65,9 @@ impl Table {
     }
 }
 
-const KIB: u64 = 1024;
-const MIB: u64 = 1024 * KIB;
-const GIB: u64 = 1024 * MIB;
+use icebox_core::units::GIB;
+use icebox_core::units::KIB;
+use icebox_core::units::MIB;
 
 /// Memory sizes in binary units: MiB for instance-sized figures, KiB below one MiB so small
 /// values do not read as zero, GiB for budgets.

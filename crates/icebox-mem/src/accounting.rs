@@ -88,6 +88,7 @@ mod tests {
             let pid = unsafe { libc::fork() };
             assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
             if pid == 0 {
+                // SAFETY: the forked child, which toucher_child requires; the descriptors are open.
                 unsafe { toucher_child(p2c_r.as_raw_fd(), c2p_w.as_raw_fd()) }
             }
             let t = Toucher {
@@ -101,6 +102,7 @@ mod tests {
 
         fn expect_byte(&self) {
             let mut b = 0u8;
+            // SAFETY: `b` has room for the one byte read.
             let n =
                 unsafe { libc::read(self.from_child.as_raw_fd(), (&mut b as *mut u8).cast(), 1) };
             assert_eq!(
@@ -112,6 +114,7 @@ mod tests {
         }
 
         fn touch(&self) {
+            // SAFETY: a one-byte static buffer.
             let n = unsafe { libc::write(self.to_child.as_raw_fd(), b"t".as_ptr().cast(), 1) };
             assert_eq!(n, 1);
             self.expect_byte();
@@ -120,6 +123,7 @@ mod tests {
 
     impl Drop for Toucher {
         fn drop(&mut self) {
+            // SAFETY: kills and reaps our own child; a null status pointer is allowed.
             unsafe {
                 libc::kill(self.pid, libc::SIGKILL);
                 libc::waitpid(self.pid, std::ptr::null_mut(), 0);
@@ -156,7 +160,9 @@ mod tests {
 
     fn pipe() -> (OwnedFd, OwnedFd) {
         let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`, which has room for two.
         assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: both descriptors are new, open, and owned by nothing else.
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
     }
 

@@ -2,7 +2,7 @@
 //! `[start, end)` ranges: the sets FaaSMem's puckets are made of, and what page-outs take.
 
 /// The page size the sets are counted in (the x86-64 and arm64-4K base page).
-pub const PAGE_SIZE: u64 = 4096;
+pub const PAGE_SIZE: u64 = icebox_core::units::PAGE;
 
 /// Pages of one address space as sorted, disjoint, non-adjacent, page-aligned ranges.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
-const PAGE: u64 = 4096;
+use icebox_core::units::PAGE;
 /// `/proc/PID/pagemap` entry bits (Documentation/admin-guide/mm/pagemap.rst).
 const PRESENT: u64 = 1 << 63;
 const FILE_OR_SHARED_ANON: u64 = 1 << 61;

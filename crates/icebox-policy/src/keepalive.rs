@@ -5,7 +5,6 @@
 use crate::clock::Millis;
 use crate::pool::{lru_order, PoolEntry};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 mod evict;
 mod hybrid;
@@ -62,8 +61,21 @@ pub enum ConfigError {
     ZeroMaxInstances,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum EvictionReason {
     KeepAliveExpired,
     MemoryBudget,
@@ -73,17 +85,7 @@ pub enum EvictionReason {
 impl EvictionReason {
     /// The same spelling as the serde form, for event details and metric labels.
     pub fn as_str(self) -> &'static str {
-        match self {
-            EvictionReason::KeepAliveExpired => "keep_alive_expired",
-            EvictionReason::MemoryBudget => "memory_budget",
-            EvictionReason::InstanceLimit => "instance_limit",
-        }
-    }
-}
-
-impl fmt::Display for EvictionReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 

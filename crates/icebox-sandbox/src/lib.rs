@@ -1,22 +1,9 @@
-//! Instance sandboxes. The invoker sees only [`SandboxBackend`] and [`Sandbox`]; the process
-//! backend implements them with crun + cgroups today, and a VM backend (one instance per
-//! microVM, or N:1 VMs with one memory partition per instance) fits the same interface later:
-//! a sandbox is "something that runs one action proxy and exposes its UNIX socket".
+//! The process backend of the sandbox interface (`icebox-sandbox-api`): crun + cgroups, CRIU
+//! snapshots, a uid per instance. The interface is re-exported here, so a user of this
+//! backend needs one crate.
 
 pub mod cgroup;
-pub mod client;
-pub mod logs;
-pub mod manifest;
-pub mod output_budget;
 pub mod process;
-mod sandbox;
 
-pub use client::{RuntimeClient, RuntimeError, RuntimeReply};
-pub use icebox_core::{LoadingSetInfo, RestoreMode, SnapshotInfo};
-pub use logs::{LogCollector, SENTINEL};
-pub use manifest::{RuntimeManifest, Runtimes};
-pub use output_budget::{Charge, OutputBudget};
-pub use sandbox::{
-    ExitCause, InstanceSpec, MemoryBudget, Sandbox, SandboxBackend, SandboxError, Snapshots,
-    RESTORE_ENV,
-};
+pub use icebox_sandbox_api::*;
+pub use icebox_sandbox_api::{client, logs, manifest, output_budget};

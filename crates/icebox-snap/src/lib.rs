@@ -16,4 +16,4 @@ pub mod pager;
 pub mod private;
 
 /// Page size of every supported host (x86-64, and arm64 with 4 KiB pages).
-pub const PAGE_SIZE: u64 = 4096;
+pub const PAGE_SIZE: u64 = icebox_core::units::PAGE;

@@ -100,6 +100,8 @@ pub fn build(
 
 /// Whether a page (or any buffer) is all zero bytes.
 pub fn is_zero(bytes: &[u8]) -> bool {
+    // SAFETY: every bit pattern is a valid u64, and align_to hands out as u64s only the
+    // aligned middle of the slice; the borrow of `bytes` covers all three parts.
     let (head, words, tail) = unsafe { bytes.align_to::<u64>() };
     head.iter().all(|b| *b == 0) && words.iter().all(|w| *w == 0) && tail.iter().all(|b| *b == 0)
 }

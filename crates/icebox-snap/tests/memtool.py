@@ -1,7 +1,11 @@
 # A process with known memory for the pager tests: zero pages, random pages, a private
 # anonymous mmap, a large heap buffer. It answers commands on an abstract UNIX socket; every
 # answer checks memory against hashes taken before the dump.
-import ctypes, gc, hashlib, mmap, os, socket, sys
+import hashlib
+import mmap
+import os
+import socket
+import sys
 
 name, ready = sys.argv[1], sys.argv[2]
 MB = 1 << 20

@@ -5,14 +5,14 @@
 mod common;
 
 use common::*;
-use icebox_sandbox::{InstanceSpec, Sandbox, SandboxBackend};
+use icebox_sandbox_api::{InstanceSpec, Sandbox, SandboxBackend};
 use icebox_vm::shared::{Mode, PartitionEvent, ReclaimOutcome, Slot};
 use icebox_vm::{Accel, AccelChoice, SharedBackend, SharedConfig, SharedSandbox};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-const MIB: u64 = 1 << 20;
+use icebox_core::units::MIB;
 
 /// One N:1 VM (N + 1 vCPUs) at a time: seven of them at once on a small CI host under TCG
 /// would starve each other past their boot and resize timeouts.

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use icebox_sandbox::{ExitCause, SandboxBackend, SENTINEL};
+use icebox_sandbox_api::{ExitCause, SandboxBackend, SENTINEL};
 use std::time::Duration;
 
 const PY_HELLO: &str = "def main(args):\n    print('hello from the guest')\n    return {'greeting': 'hi ' + args.get('name', '?')}\n";

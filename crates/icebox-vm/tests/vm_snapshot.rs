@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use icebox_core::RestoreMode;
-use icebox_sandbox::{Sandbox, SandboxBackend, Snapshots};
+use icebox_sandbox_api::{Sandbox, SandboxBackend, Snapshots};
 use icebox_vm::snapshot::{loadset_file, meta};
 use icebox_vm::{VmBackend, VmSandbox};
 use serde_json::{json, Value};
@@ -232,6 +232,39 @@ async fn a_damaged_or_foreign_snapshot_is_refused_and_leaves_nothing() {
     });
     let e = refused("damaged state", "r5", "python:3", 128, bad_state).await;
     assert!(e.contains("damaged"), "{e}");
+    // Garbage written into the RAM image, its size unchanged: into a chunk with data, and
+    // into a hole. QEMU would map either into the guest without a word.
+    let scribble = |d: &Path, data: bool| {
+        use std::os::unix::fs::FileExt;
+        let m: Value =
+            serde_json::from_slice(&std::fs::read(d.join(meta::META_FILE)).unwrap()).unwrap();
+        let sums = m["memory"]["crc32"]
+            .as_object()
+            .expect("chunk sums")
+            .clone();
+        let chunks = (m["memory"]["bytes"].as_u64().unwrap() >> 16) as usize;
+        let chunk = if data {
+            let keys: Vec<&String> = sums.keys().collect();
+            keys[keys.len() / 2].parse::<u64>().unwrap()
+        } else {
+            (chunks / 2..chunks)
+                .find(|c| !sums.contains_key(&c.to_string()))
+                .expect("a hole") as u64
+        };
+        let garbage: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 13) as u8).collect();
+        std::fs::File::options()
+            .write(true)
+            .open(d.join(meta::MEMORY_FILE))
+            .unwrap()
+            .write_all_at(&garbage, (chunk << 16) + 4096)
+            .unwrap();
+    };
+    let in_data = damaged("scribbled", &|d| scribble(d, true));
+    let e = refused("garbage in data", "r9", "python:3", 128, in_data).await;
+    assert!(e.contains("fail their checksum"), "{e}");
+    let in_hole = damaged("hole", &|d| scribble(d, false));
+    let e = refused("garbage in a hole", "r10", "python:3", 128, in_hole).await;
+    assert!(e.contains("fail their checksum"), "{e}");
     let bad_json = damaged("json", &|d| {
         std::fs::write(d.join(meta::META_FILE), b"{").unwrap()
     });

@@ -15,7 +15,9 @@ use crate::metrics::{InvocationLabels, StartLabel};
 use crate::pool::{AcquireError, AdmitError, EvictReason, Health, Lease, StartError, Ticket};
 use crate::state::AppState;
 use axum::http::StatusCode;
-use icebox_core::{ActionSpec, ActivationRecord, ActivationResponse, ActivationStatus, KeyValue};
+use icebox_core::{
+    ActionSpec, ActivationRecord, ActivationResponse, ActivationStatus, ErrorKind, KeyValue,
+};
 use icebox_policy::SharingMode;
 use icebox_sandbox::{Charge, ExitCause, OutputBudget, RuntimeError, RuntimeReply};
 use serde_json::{json, Map, Value};
@@ -48,6 +50,8 @@ struct RunReport {
     /// What the logs and the response take of the node's output budget, given back once the
     /// record is stored.
     held: Charge,
+    /// Why it failed, for programs (the record's `icebox.error`); None for a success.
+    error: Option<ErrorKind>,
 }
 
 /// Why an invocation did not run; see the module docs for which leave a record.
@@ -61,6 +65,16 @@ pub enum InvokeError {
     ShuttingDown,
     #[error(transparent)]
     Start(StartError),
+}
+
+impl InvokeError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            InvokeError::QueueFull | InvokeError::QueueTimeout(_) => ErrorKind::QueueTimeout,
+            InvokeError::ShuttingDown => ErrorKind::ShuttingDown,
+            InvokeError::Start(e) => e.kind(),
+        }
+    }
 }
 
 impl From<AdmitError> for InvokeError {
@@ -96,7 +110,7 @@ impl From<InvokeError> for ApiError {
 }
 
 pub fn new_activation_id() -> String {
-    format!("{:032x}", rand::random::<u128>())
+    icebox_core::ids::random_hex128()
 }
 
 /// Admission, synchronous: the invocation runs now, waits in the queue, or is refused here.
@@ -155,6 +169,7 @@ pub async fn invoke(
                 timed_out: false,
                 logs: vec![],
                 held: Charge::default(),
+                error: Some(error.kind()),
             },
             Some(LeaseInfo {
                 cold: true,
@@ -176,6 +191,7 @@ pub async fn invoke(
                 timed_out: false,
                 logs: vec![],
                 held: Charge::default(),
+                error: Some(error.kind()),
             };
             finish(state, &inv, started, outcome, None);
             return Err(error);
@@ -235,6 +251,9 @@ fn finish(
     if let Some(mode) = restored {
         annotations.push(kv("icebox.restore", json!(mode)));
     }
+    if let Some(kind) = outcome.error {
+        annotations.push(kv("icebox.error", json!(kind)));
+    }
     let record = ActivationRecord {
         namespace: action.namespace.clone(),
         name: action.name.clone(),
@@ -289,6 +308,7 @@ fn undelivered_report(action: &ActionSpec) -> RunReport {
         timed_out: false,
         logs: vec![],
         held: Charge::default(),
+        error: Some(ErrorKind::Exited),
     }
 }
 
@@ -343,6 +363,7 @@ async fn run(inv: &Invocation, lease: Lease, budget: &Arc<OutputBudget>) -> Deli
         }
     }
     let mut held = Charge::default();
+    let mut error = None;
     let (status, result, timed_out, health) = match ran {
         // The runtime ended it itself and lives on; otherwise the instance is in an unknown
         // state.
@@ -353,22 +374,33 @@ async fn run(inv: &Invocation, lease: Lease, budget: &Arc<OutputBudget>) -> Deli
         Ran::Reply(Ok((reply, charge))) => {
             held = charge;
             let (status, result) = classify_reply(&reply);
+            error = match status {
+                ActivationStatus::Success => None,
+                ActivationStatus::ApplicationError => Some(ErrorKind::ApplicationError),
+                _ => Some(ErrorKind::BadResponse),
+            };
             (status, result, false, Health::Reusable)
         }
         // The node holds its most output for other activations: not this action's fault, and
         // its runtime is fine (the unread rest of the response goes with the connection).
-        Ran::Reply(Err(RuntimeError::NoRoom(limit))) => (
-            ActivationStatus::InternalError,
-            json!({"error": format!("The node already holds its most activation output ({limit} bytes, --output-budget): the action's response could not be taken. Retry later.")}),
-            false,
-            Health::Reusable,
-        ),
-        Ran::Reply(Err(RuntimeError::TooLarge)) => (
-            ActivationStatus::DeveloperError,
-            json!({"error": "The action produced a response that exceeds the allowed size."}),
-            false,
-            Health::Broken(EvictReason::Error),
-        ),
+        Ran::Reply(Err(RuntimeError::NoRoom(limit))) => {
+            error = Some(ErrorKind::OutputBudget);
+            (
+                ActivationStatus::InternalError,
+                json!({"error": format!("The node already holds its most activation output ({limit} bytes, --output-budget): the action's response could not be taken. Retry later.")}),
+                false,
+                Health::Reusable,
+            )
+        }
+        Ran::Reply(Err(RuntimeError::TooLarge)) => {
+            error = Some(ErrorKind::ResponseTooLarge);
+            (
+                ActivationStatus::DeveloperError,
+                json!({"error": "The action produced a response that exceeds the allowed size."}),
+                false,
+                Health::Broken(EvictReason::Error),
+            )
+        }
         Ran::Died | Ran::Reply(Err(_)) => {
             // A broken connection usually means the runtime is dying: give the exit a moment to be seen.
             let _ = tokio::time::timeout(Duration::from_millis(500), sandbox.exited()).await;
@@ -379,6 +411,11 @@ async fn run(inv: &Invocation, lease: Lease, budget: &Arc<OutputBudget>) -> Deli
             } else {
                 sandbox.exit_cause()
             };
+            error = Some(match cause {
+                Some(ExitCause::OutOfMemory) => ErrorKind::OutOfMemory,
+                Some(ExitCause::PidsLimit) => ErrorKind::PidsLimit,
+                _ => ErrorKind::Exited,
+            });
             (
                 ActivationStatus::DeveloperError,
                 json!({"error": died_message(cause, action)}),
@@ -402,6 +439,11 @@ async fn run(inv: &Invocation, lease: Lease, budget: &Arc<OutputBudget>) -> Deli
         timed_out,
         logs,
         held,
+        error: if timed_out {
+            Some(ErrorKind::Timeout)
+        } else {
+            error
+        },
     })
 }
 

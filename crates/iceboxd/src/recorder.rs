@@ -312,10 +312,16 @@ pub fn settle_unfinished(registry: &Registry) -> Result<usize, crate::registry::
                 serde_json::json!({ "error": UNFINISHED_ERROR }),
             ),
             logs: vec![],
-            annotations: vec![KeyValue {
-                key: "path".into(),
-                value: serde_json::json!(format!("{}/{}", u.namespace, u.name)),
-            }],
+            annotations: vec![
+                KeyValue {
+                    key: "path".into(),
+                    value: serde_json::json!(format!("{}/{}", u.namespace, u.name)),
+                },
+                KeyValue {
+                    key: "icebox.error".into(),
+                    value: serde_json::json!(icebox_core::ErrorKind::Unfinished),
+                },
+            ],
             publish: false,
         })
     })

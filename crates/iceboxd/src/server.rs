@@ -302,6 +302,7 @@ async fn vm_backend(
             None,
         );
     }
+    // SAFETY: geteuid takes nothing, touches no memory and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return (Slot::Unavailable("VM backends need root".into()), None);
     }

@@ -27,8 +27,10 @@ if PACKAGES_DIR.is_dir() and str(PACKAGES_DIR) not in sys.path:
 try:
     import numpy as np  # noqa: E402  (after the packages directory is on the path)
 except ImportError as exc:  # pragma: no cover - a set-up problem, not a test failure mode
-    raise ImportError("numpy not found: install functions/python/requirements.txt into "
-                      "runtimes/python/packages (scripts/setup.sh does)") from exc
+    raise ImportError(
+        "numpy not found: install functions/python/requirements.txt into "
+        "runtimes/python/packages (scripts/setup.sh does)"
+    ) from exc
 
 MANIFEST = json.loads((FUNCTIONS_DIR / "functions.json").read_text())
 BY_NAME = {entry["name"]: entry for entry in MANIFEST}
@@ -106,14 +108,24 @@ def test_image_processing():
     outputs = module.process(jpeg)
     assert set(outputs) == set(result["outputs"])
     scale = 128 / max(w, h)
-    expected = {"flip-left-right": (w, h), "flip-top-bottom": (w, h), "rotate-90": (h, w),
-                "rotate-180": (w, h), "rotate-270": (h, w), "blur": (w, h), "contour": (w, h),
-                "sharpen": (w, h), "gray-scale": (w, h), "resized": (round(w * scale), round(h * scale))}
+    expected = {
+        "flip-left-right": (w, h),
+        "flip-top-bottom": (w, h),
+        "rotate-90": (h, w),
+        "rotate-180": (w, h),
+        "rotate-270": (h, w),
+        "blur": (w, h),
+        "contour": (w, h),
+        "sharpen": (w, h),
+        "gray-scale": (w, h),
+        "resized": (round(w * scale), round(h * scale)),
+    }
     for name, (width, height, mode, data) in outputs.items():
         with Image.open(io.BytesIO(data)) as decoded:
             assert decoded.format == "JPEG" and decoded.size == expected[name] == (width, height)
             assert decoded.mode == ("L" if name == "gray-scale" else "RGB") == mode
         assert result["outputs"][name]["bytes"] > 0
+
     # The outputs really are the operations: compare with numpy's view of the decoded input
     # (JPEG re-encoding is lossy, so by mean absolute difference).
     def pixels(data, mode="RGB"):
@@ -122,9 +134,14 @@ def test_image_processing():
 
     source = pixels(jpeg)
     grey = source @ np.array([0.299, 0.587, 0.114])
-    for name, reference in [("flip-left-right", source[:, ::-1]), ("flip-top-bottom", source[::-1]),
-                            ("rotate-90", np.rot90(source)), ("rotate-180", np.rot90(source, 2)),
-                            ("rotate-270", np.rot90(source, 3)), ("gray-scale", grey)]:
+    for name, reference in [
+        ("flip-left-right", source[:, ::-1]),
+        ("flip-top-bottom", source[::-1]),
+        ("rotate-90", np.rot90(source)),
+        ("rotate-180", np.rot90(source, 2)),
+        ("rotate-270", np.rot90(source, 3)),
+        ("gray-scale", grey),
+    ]:
         out = pixels(outputs[name][3], "L" if name == "gray-scale" else "RGB")
         assert np.abs(out - reference).mean() < 4, name
 
@@ -151,9 +168,8 @@ def test_pyaes():
     message = module.generate(args["length"], args["seed"]).encode()
     assert len(message) == args["length"] and set(message) <= set(module.LETTERS.encode())
     aes = pyaes.AES(module.KEY)
-    stream = b"".join(bytes(aes.encrypt(list((1 + i).to_bytes(16, "big"))))
-                      for i in range((len(message) + 15) // 16))
-    expected = bytes(m ^ k for m, k in zip(message, stream))
+    stream = b"".join(bytes(aes.encrypt(list((1 + i).to_bytes(16, "big")))) for i in range((len(message) + 15) // 16))
+    expected = bytes(m ^ k for m, k in zip(message, stream, strict=False))
     assert result["ciphertext_sha256"] == hashlib.sha256(expected).hexdigest()
 
 
@@ -307,11 +323,19 @@ def test_memhog_holds_grows_and_shrinks_its_memory():
     assert rss_anon_kb() - base < 8 * 1024, "unmapped chunks go back to the kernel"
 
 
-@pytest.mark.parametrize("name,args", [
-    ("float_operation", {"n": -1}), ("matmul", {"n": "big"}), ("chameleon", {"rows": 10**6, "cols": 10**6}),
-    ("image_processing", {"width": 4096, "height": 4096 + 1}), ("ml_inference", {"seq_len": 1000}),
-    ("hello", {"name": 5}), ("memhog", {"hold_mib": -1}), ("memhog", {"hold_mib": 1, "chunk_mib": 0}),
-])
+@pytest.mark.parametrize(
+    "name,args",
+    [
+        ("float_operation", {"n": -1}),
+        ("matmul", {"n": "big"}),
+        ("chameleon", {"rows": 10**6, "cols": 10**6}),
+        ("image_processing", {"width": 4096, "height": 4096 + 1}),
+        ("ml_inference", {"seq_len": 1000}),
+        ("hello", {"name": 5}),
+        ("memhog", {"hold_mib": -1}),
+        ("memhog", {"hold_mib": 1, "chunk_mib": 0}),
+    ],
+)
 def test_bad_input_is_a_clear_error(name, args):
     with pytest.raises(ValueError):
         load(name).main(args)

@@ -9,8 +9,15 @@ from .shutdown import Terminate
 SENTINEL = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX\n"
 
 # Body keys of POST /run exported to user code as __OW_<KEY> (OpenWhisk convention).
-_ACTIVATION_KEYS = ("namespace", "action_name", "activation_id", "transaction_id", "api_key",
-                    "deadline", "action_version")
+_ACTIVATION_KEYS = (
+    "namespace",
+    "action_name",
+    "activation_id",
+    "transaction_id",
+    "api_key",
+    "deadline",
+    "action_version",
+)
 
 NOT_A_DICT = "The action did not return a dictionary."
 
@@ -82,8 +89,7 @@ def call(entry, params):
     try:
         body = jsoncodec.dumps(result)
     except (TypeError, ValueError, RecursionError) as exc:
-        return 502, error_body("The action returned a dictionary that is not valid JSON: %s"
-                               % exc)
+        return 502, error_body("The action returned a dictionary that is not valid JSON: %s" % exc)
     # OpenWhisk semantics: a returned {"error": ...} is an application error.
     return (502 if "error" in result else 200), body
 
@@ -97,8 +103,9 @@ def print_traceback(exc):
     try:
         import traceback
 
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next
-                                  if exc.__traceback__ is not None else None, file=sys.stderr)
+        traceback.print_exception(
+            type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ is not None else None, file=sys.stderr
+        )
     except Exception:
         pass
 

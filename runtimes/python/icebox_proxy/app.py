@@ -1,7 +1,7 @@
 """Request routing and the OpenWhisk /init and /run semantics (see docs/runtime-protocol.md)."""
 
-import contextlib
 import _thread
+import contextlib
 import gc
 
 # reclaim is imported now, not on the first reclaim: see its docstring (arena pinning).
@@ -10,8 +10,7 @@ from .shutdown import Terminate
 
 ALREADY_INITIALIZED = "Internal error. Cannot initialize the action more than once."
 NOT_INITIALIZED = "Cannot invoke an uninitialized action."
-NOT_INITIALIZED_RESTORE = ("Cannot restore an uninitialized action: /icebox/restored needs a"
-                           " successful /init first.")
+NOT_INITIALIZED_RESTORE = "Cannot restore an uninitialized action: /icebox/restored needs a successful /init first."
 
 _OK = b'{"ok": true}'
 
@@ -88,8 +87,7 @@ class App:
             return _error(404, "Unknown path: %s" % request.path)
         handler = methods.get(request.method)
         if handler is None:
-            status, body, _ = _error(405, "Method %s is not allowed on %s."
-                                     % (request.method, request.path))
+            status, body, _ = _error(405, "Method %s is not allowed on %s." % (request.method, request.path))
             return status, body, (("Allow", ", ".join(methods)),)
         try:
             return handler(request)
@@ -98,8 +96,7 @@ class App:
         except (Terminate, KeyboardInterrupt):
             raise
         except Exception as exc:
-            return _error(500, "Internal error in the Python action proxy: %s"
-                          % activation.describe_exception(exc))
+            return _error(500, "Internal error in the Python action proxy: %s" % activation.describe_exception(exc))
 
     def _init(self, request):
         if self.action is not None:
@@ -171,8 +168,7 @@ class App:
 
     def _sharing_stats(self):
         """The protocol's `sharing` object; contexts (thread slots) in the shared mode only."""
-        sharing = {"mode": self._sharing, "capacity": self._slots.capacity,
-                   "in_flight": self._slots.in_flight}
+        sharing = {"mode": self._sharing, "capacity": self._slots.capacity, "in_flight": self._slots.in_flight}
         if self._sharing == "shared":
             sharing["contexts"] = self._slots.contexts()
         return sharing
@@ -190,9 +186,17 @@ class App:
             except (TypeError, ValueError):  # NaN/Infinity parse but do not serialize
                 shown = repr(variant)
             message = "Unknown reclaim variant %s; variants: %s (default %s)." % (
-                shown, ", ".join(reclaim.VARIANTS), reclaim.DEFAULT_VARIANT)
-            return 400, jsoncodec.dumps({"error": message, "variants": list(reclaim.VARIANTS),
-                                         "default": reclaim.DEFAULT_VARIANT}), None
+                shown,
+                ", ".join(reclaim.VARIANTS),
+                reclaim.DEFAULT_VARIANT,
+            )
+            return (
+                400,
+                jsoncodec.dumps(
+                    {"error": message, "variants": list(reclaim.VARIANTS), "default": reclaim.DEFAULT_VARIANT}
+                ),
+                None,
+            )
 
     def _restored(self, request):
         # No sentinels, as after /init: output of the hook joins the first activation's log.
@@ -217,5 +221,4 @@ class App:
                 hook = restore.call_hook(action.module)
             except restore.HookFailed as exc:
                 return _error(502, str(exc))
-        return 200, jsoncodec.dumps({"ok": True, "reseeded": reseeded, "hook": hook,
-                                     "env": applied}), None
+        return 200, jsoncodec.dumps({"ok": True, "reseeded": reseeded, "hook": hook, "env": applied}), None

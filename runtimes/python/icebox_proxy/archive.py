@@ -40,8 +40,7 @@ def extract_zip(data, target_dir):
             for member in members:
                 reason = _unsafe_reason(member.filename)
                 if reason is not None:
-                    raise ArchiveError("The action zip contains an unsafe entry %r (%s)."
-                                       % (member.filename, reason))
+                    raise ArchiveError("The action zip contains an unsafe entry %r (%s)." % (member.filename, reason))
             archive.extractall(target_dir, members)
     except ArchiveError:
         raise

@@ -17,8 +17,18 @@ import sys
 
 from . import gctimer
 
-_MALLINFO_FIELDS = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-                    "uordblks", "fordblks", "keepcost")
+_MALLINFO_FIELDS = (
+    "arena",
+    "ordblks",
+    "smblks",
+    "hblks",
+    "hblkhd",
+    "usmblks",
+    "fsmblks",
+    "uordblks",
+    "fordblks",
+    "keepcost",
+)
 
 
 class _MallInfo2(ctypes.Structure):
@@ -47,8 +57,7 @@ def _bind_pymalloc_stats(libc):
         return None
     dump.argtypes = [ctypes.c_void_p]
     dump.restype = ctypes.c_int
-    open_memstream.argtypes = [ctypes.POINTER(ctypes.c_char_p),
-                               ctypes.POINTER(ctypes.c_size_t)]
+    open_memstream.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_size_t)]
     open_memstream.restype = ctypes.c_void_p
     libc.fclose.argtypes = [ctypes.c_void_p]
     libc.fclose.restype = ctypes.c_int
@@ -140,8 +149,12 @@ def pymalloc_info():
 
 def process_memory():
     """Resident set from /proc/self/status, in bytes."""
-    wanted = {"VmRSS": "rss_bytes", "RssAnon": "rss_anon_bytes",
-              "RssFile": "rss_file_bytes", "RssShmem": "rss_shmem_bytes"}
+    wanted = {
+        "VmRSS": "rss_bytes",
+        "RssAnon": "rss_anon_bytes",
+        "RssFile": "rss_file_bytes",
+        "RssShmem": "rss_shmem_bytes",
+    }
     result = {}
     try:
         with open("/proc/self/status", "rb") as status:

@@ -53,8 +53,7 @@ class Request:
 
 
 class _Head:
-    __slots__ = ("method", "path", "query", "headers", "keep_alive", "length", "chunked",
-                 "expect_continue")
+    __slots__ = ("method", "path", "query", "headers", "keep_alive", "length", "chunked", "expect_continue")
 
 
 class RequestParser:
@@ -63,8 +62,8 @@ class RequestParser:
     def __init__(self):
         self._buf = bytearray()
         self._head = None
-        self._body = None          # bytearray while decoding a chunked body
-        self._chunk_left = None    # bytes still expected in the current chunk (+2 for CRLF)
+        self._body = None  # bytearray while decoding a chunked body
+        self._chunk_left = None  # bytes still expected in the current chunk (+2 for CRLF)
         self._in_trailers = False
         self._continue_sent = False
 
@@ -119,7 +118,7 @@ class RequestParser:
                 if end < 0:
                     self._check_line_length()
                     return None
-                del buf[:end + 2]
+                del buf[: end + 2]
                 if end == 0:
                     body = bytes(self._body)
                     self._body = None
@@ -138,7 +137,7 @@ class RequestParser:
                     raise HttpError(400, "invalid chunk size") from None
                 if size < 0:
                     raise HttpError(400, "invalid chunk size")
-                del buf[:end + 2]
+                del buf[: end + 2]
                 if size == 0:
                     self._in_trailers = True
                     continue
@@ -146,10 +145,10 @@ class RequestParser:
             if len(buf) < self._chunk_left:
                 return None
             data_end = self._chunk_left - 2
-            if buf[data_end:data_end + 2] != b"\r\n":
+            if buf[data_end : data_end + 2] != b"\r\n":
                 raise HttpError(400, "chunk data not terminated by CRLF")
             self._body += buf[:data_end]
-            del buf[:self._chunk_left]
+            del buf[: self._chunk_left]
             self._chunk_left = None
 
     def _check_line_length(self):
@@ -167,7 +166,7 @@ class RequestParser:
                 raise HttpError(431, "request head too large")
             return None
         raw = bytes(buf[:end])
-        del buf[:end + 4]
+        del buf[: end + 4]
         lines = raw.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         if len(parts) != 3:
@@ -224,7 +223,10 @@ class RequestParser:
 def encode_response(status, body, keep_alive, extra_headers=None):
     """Serialize a JSON response; `body` is bytes already encoded by the caller."""
     head = "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n" % (
-        status, REASONS.get(status, "Unknown"), len(body))
+        status,
+        REASONS.get(status, "Unknown"),
+        len(body),
+    )
     if extra_headers:
         for name, value in extra_headers:
             head += "%s: %s\r\n" % (name, value)

@@ -76,5 +76,4 @@ def dumps(obj):
 
 def _encoder(encode_string):
     # allow_nan=False: NaN/Infinity are not JSON and iceboxd's parser would reject them.
-    return _make_encoder({}, _not_serializable, encode_string, None, ": ", ", ",
-                         False, False, False)
+    return _make_encoder({}, _not_serializable, encode_string, None, ": ", ", ", False, False, False)

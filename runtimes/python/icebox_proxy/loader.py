@@ -90,8 +90,7 @@ def load(value):
         if entry is None:
             raise LoadError("The action has no function named '%s'." % entry_name)
         if not callable(entry):
-            raise LoadError("The action's '%s' is not a function (it is a %s)."
-                            % (entry_name, type(entry).__name__))
+            raise LoadError("The action's '%s' is not a function (it is a %s)." % (entry_name, type(entry).__name__))
         return Action(entry, undo.directory, module)
     except BaseException:
         undo.rollback()
@@ -169,8 +168,7 @@ def _execute(main_path):
     except (Terminate, KeyboardInterrupt):
         raise
     except BaseException as exc:
-        raise LoadError("Cannot load the action: %s%s"
-                        % (activation.describe_exception(exc), _where(exc))) from None
+        raise LoadError("Cannot load the action: %s%s" % (activation.describe_exception(exc), _where(exc))) from None
     return module
 
 
@@ -181,8 +179,7 @@ def _where(exc):
         return ""
     while tb.tb_next is not None:
         tb = tb.tb_next
-    return " (at %s, line %d)" % (os.path.basename(tb.tb_frame.f_code.co_filename),
-                                  tb.tb_lineno)
+    return " (at %s, line %d)" % (os.path.basename(tb.tb_frame.f_code.co_filename), tb.tb_lineno)
 
 
 def remove_tree(path):

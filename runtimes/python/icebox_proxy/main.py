@@ -53,8 +53,10 @@ def _sharing(raw):
         return mode
     if mode == "isolate":
         # The daemon refuses the annotation for python kinds first; this is the backstop.
-        raise FatalError("ICEBOX_SHARING=isolate is not supported by the Python runtime"
-                         " (isolates are for nodejs kinds only); use process or shared")
+        raise FatalError(
+            "ICEBOX_SHARING=isolate is not supported by the Python runtime"
+            " (isolates are for nodejs kinds only); use process or shared"
+        )
     raise FatalError("ICEBOX_SHARING must be process, shared or isolate, got %r" % raw)
 
 

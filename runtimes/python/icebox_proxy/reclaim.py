@@ -132,8 +132,11 @@ def _pymalloc_details(pymalloc):
 def _malloc_details(malloc):
     if malloc is None:
         return None
-    return {"used_bytes": malloc["uordblks"] + malloc["hblkhd"],
-            "free_bytes": malloc["fordblks"], "mmapped_bytes": malloc["hblkhd"]}
+    return {
+        "used_bytes": malloc["uordblks"] + malloc["hblkhd"],
+        "free_bytes": malloc["fordblks"],
+        "mmapped_bytes": malloc["hblkhd"],
+    }
 
 
 def reclaim(variant=None):
@@ -166,8 +169,7 @@ def reclaim(variant=None):
     if variant != "gc-trim":
         trim_details = {"called": False, "reason": "variant %s does not trim" % variant}
     elif trim is None:
-        trim_details = {"called": False,
-                        "reason": "malloc_trim is not in the C library (not glibc): skipped"}
+        trim_details = {"called": False, "reason": "malloc_trim is not in the C library (not glibc): skipped"}
     else:
         released = trim(0)
         trim_details = {"called": True, "released": bool(released)}
@@ -186,8 +188,11 @@ def reclaim(variant=None):
         "wall_ms": round((wall_end - wall_start - setup_wall) * 1000.0, 3),
         "variant": variant,
         "details": {
-            "gc": {"collected": collected, "uncollectable_garbage": len(gc.garbage),
-                   "ms": round((gc_done - wall_start) * 1000.0, 3)},
+            "gc": {
+                "collected": collected,
+                "uncollectable_garbage": len(gc.garbage),
+                "ms": round((gc_done - wall_start) * 1000.0, 3),
+            },
             "setup_ms": round(setup_wall * 1000.0, 3),
             "trim": trim_details,
             "pymalloc": _pymalloc_details(pymalloc),

@@ -35,14 +35,13 @@ def parse_seed(document):
     """The 32 seed bytes of a /icebox/restored body (a dict); BadRequest says what is wrong."""
     instance = document.get("instance")
     if not isinstance(instance, str) or not instance:
-        raise BadRequest("The /icebox/restored body needs \"instance\": the new instance's id"
-                         " as a non-empty string.")
+        raise BadRequest('The /icebox/restored body needs "instance": the new instance\'s id as a non-empty string.')
     seed = document.get("seed")
-    if (not isinstance(seed, str) or len(seed) != SEED_HEX_DIGITS
-            or not _HEX_DIGITS.issuperset(seed)):
+    if not isinstance(seed, str) or len(seed) != SEED_HEX_DIGITS or not _HEX_DIGITS.issuperset(seed):
         shown = seed if isinstance(seed, str) and len(seed) <= 80 else type(seed).__name__
-        raise BadRequest("The /icebox/restored \"seed\" must be %d hex digits (32 bytes),"
-                         " got %r." % (SEED_HEX_DIGITS, shown))
+        raise BadRequest(
+            'The /icebox/restored "seed" must be %d hex digits (32 bytes), got %r.' % (SEED_HEX_DIGITS, shown)
+        )
     return bytes.fromhex(seed)
 
 
@@ -54,19 +53,22 @@ def parse_env(document):
         return {}
     env = document["env"]
     if not isinstance(env, dict):
-        raise BadRequest("The /icebox/restored \"env\" must be an object of environment"
-                         " variable names to string values, got %s." % _json_type(env))
+        raise BadRequest(
+            'The /icebox/restored "env" must be an object of environment'
+            " variable names to string values, got %s." % _json_type(env)
+        )
     for name, value in env.items():
         # What os.environ would refuse half-way through, checked before anything is set.
         if not name or "=" in name or "\0" in name:
-            raise BadRequest("The /icebox/restored \"env\" has an invalid variable name %r"
-                             " (empty, or with '=' or a NUL)." % name)
+            raise BadRequest(
+                "The /icebox/restored \"env\" has an invalid variable name %r (empty, or with '=' or a NUL)." % name
+            )
         if not isinstance(value, str):
-            raise BadRequest("The /icebox/restored \"env\" value of %s must be a string,"
-                             " got %s." % (name, _json_type(value)))
+            raise BadRequest(
+                'The /icebox/restored "env" value of %s must be a string, got %s.' % (name, _json_type(value))
+            )
         if "\0" in value:
-            raise BadRequest("The /icebox/restored \"env\" value of %s contains a NUL"
-                             " character." % name)
+            raise BadRequest('The /icebox/restored "env" value of %s contains a NUL character.' % name)
     return env
 
 
@@ -125,8 +127,7 @@ def call_hook(module):
     if hook is None:
         return False
     if not callable(hook):
-        raise HookFailed("The action's '%s' is not a function (it is a %s)."
-                         % (HOOK_NAME, type(hook).__name__))
+        raise HookFailed("The action's '%s' is not a function (it is a %s)." % (HOOK_NAME, type(hook).__name__))
     try:
         hook()
     except (Terminate, KeyboardInterrupt):

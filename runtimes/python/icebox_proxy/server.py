@@ -34,8 +34,7 @@ class Connection:
             try:
                 request = parser.next_request()
             except HttpError as exc:
-                self.sock.sendall(encode_response(
-                    exc.status, activation.error_body(exc.message), keep_alive=False))
+                self.sock.sendall(encode_response(exc.status, activation.error_body(exc.message), keep_alive=False))
                 return False
             if request is None:
                 if parser.take_continue():
@@ -94,8 +93,9 @@ def serve_threaded(listener, app):
             connection = _accept(listener)
         except OSError:
             continue
-        threading.Thread(target=_serve_connection, args=(connection, app),
-                         name="icebox-connection", daemon=True).start()
+        threading.Thread(
+            target=_serve_connection, args=(connection, app), name="icebox-connection", daemon=True
+        ).start()
 
 
 def _serve_connection(connection, app):

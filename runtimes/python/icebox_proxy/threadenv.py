@@ -17,8 +17,7 @@ import threading
 class ActivationEnviron(os._Environ):
     def __init__(self, base):
         # The same underlying dict: process-wide writes stay visible through both objects.
-        super().__init__(base._data, base.encodekey, base.decodekey, base.encodevalue,
-                         base.decodevalue)
+        super().__init__(base._data, base.encodekey, base.decodekey, base.encodevalue, base.decodevalue)
         self._local = threading.local()
 
     def set_for_this_thread(self, values):
@@ -79,5 +78,7 @@ class ActivationEnviron(os._Environ):
 def install():
     """Replace os.environ (idempotent); returns the ActivationEnviron now in place."""
     if not isinstance(os.environ, ActivationEnviron):
-        os.environ = ActivationEnviron(os.environ)
+        # B003 warns that rebinding os.environ does not clear the environment; the wrapper is meant to
+        # keep it and put the activation's variables in front.
+        os.environ = ActivationEnviron(os.environ)  # noqa: B003
     return os.environ

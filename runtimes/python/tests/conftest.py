@@ -1,5 +1,4 @@
 import pytest
-
 from python_proxy_harness import Proxy
 
 

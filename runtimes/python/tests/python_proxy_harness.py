@@ -85,8 +85,9 @@ class Proxy:
         }
         env.update(extra_env or {})
         with open(self._stdout_path, "wb") as out, open(self._stderr_path, "wb") as err:
-            self.process = subprocess.Popen(proxy_command(), env=env, cwd=self.tmp,
-                                            stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+            self.process = subprocess.Popen(
+                proxy_command(), env=env, cwd=self.tmp, stdin=subprocess.DEVNULL, stdout=out, stderr=err
+            )
         self._connection = None
         try:
             self._wait_ready()
@@ -98,8 +99,7 @@ class Proxy:
         deadline = time.monotonic() + READY_TIMEOUT
         while True:
             if self.process.poll() is not None:
-                raise AssertionError("proxy exited with %s: %s"
-                                     % (self.process.returncode, self.stderr()))
+                raise AssertionError("proxy exited with %s: %s" % (self.process.returncode, self.stderr()))
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
                 try:
                     probe.connect(self.socket_path)
@@ -116,8 +116,7 @@ class Proxy:
     def request(self, method, path, body=None, raw=None, connection=None):
         """Send one request on the shared keep-alive connection (or the given one)."""
         conn = connection or self._shared()
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None
-                                            else None)
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         headers = {"Content-Type": "application/json"} if data is not None else {}
         conn.request(method, path, body=data, headers=headers)
         reply = conn.getresponse()

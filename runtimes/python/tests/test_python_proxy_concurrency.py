@@ -29,8 +29,7 @@ def test_concurrency_two_serves_overlapping_slow_requests(start_proxy):
     proxy = start_proxy(concurrency=2)
     assert proxy.init(BARRIER_ACTION).status == 200
     results = {}
-    threads = [threading.Thread(target=_run_in_thread, args=(proxy, tag, results))
-               for tag in ("a", "b")]
+    threads = [threading.Thread(target=_run_in_thread, args=(proxy, tag, results)) for tag in ("a", "b")]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -21,13 +21,11 @@ def _read_responses(sock, count):
         head_end = data.find(b"\r\n\r\n")
         if head_end >= 0:
             lines = data[:head_end].decode("latin-1").split("\r\n")
-            headers = {k.lower(): v.strip()
-                       for k, _, v in (line.partition(":") for line in lines[1:])}
+            headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
             length = int(headers["content-length"])
             end = head_end + 4 + length
             if len(data) >= end:
-                responses.append((int(lines[0].split()[1]), headers,
-                                  json.loads(data[head_end + 4:end])))
+                responses.append((int(lines[0].split()[1]), headers, json.loads(data[head_end + 4 : end])))
                 data = data[end:]
                 continue
         chunk = sock.recv(65536)
@@ -39,8 +37,7 @@ def _read_responses(sock, count):
 
 def _post(path, body, extra=""):
     data = json.dumps(body).encode()
-    return ("POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n%s\r\n"
-            % (path, len(data), extra)).encode() + data
+    return ("POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n%s\r\n" % (path, len(data), extra)).encode() + data
 
 
 def test_pipelined_requests_on_one_connection(proxy):
@@ -66,8 +63,9 @@ def test_chunked_request_body(proxy):
 def test_expect_continue(proxy):
     body = json.dumps({"value": {"code": HELLO}}).encode()
     with _connect(proxy) as sock:
-        sock.sendall(b"POST /init HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
-                     b"Content-Length: %d\r\n\r\n" % len(body))
+        sock.sendall(
+            b"POST /init HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
         interim = b""
         while b"\r\n\r\n" not in interim:
             interim += sock.recv(1)
@@ -103,6 +101,6 @@ def test_bad_framing_gives_400_and_closes_only_that_connection(proxy):
 
 def test_client_disconnect_mid_request_does_not_stop_proxy(proxy):
     with _connect(proxy) as sock:
-        sock.sendall(b"POST /init HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{\"value\"")
+        sock.sendall(b'POST /init HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{"value"')
     assert proxy.init(HELLO).status == 200
     assert proxy.run({"n": 5}).json == {"n": 5}

@@ -4,7 +4,6 @@ import os
 import subprocess
 
 import pytest
-
 from python_proxy_harness import Proxy, proxy_command, zip_base64
 
 
@@ -28,8 +27,9 @@ def test_stale_socket_file_is_replaced(start_proxy):
 
 
 def test_missing_socket_variable_is_fatal(tmp_path):
-    result = subprocess.run(proxy_command(), env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path,
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        proxy_command(), env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path, capture_output=True, text=True, timeout=30
+    )
     assert result.returncode == 1
     assert "ICEBOX_PROXY_SOCKET is not set" in result.stderr
     assert result.stdout == ""

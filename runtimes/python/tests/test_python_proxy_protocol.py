@@ -23,8 +23,7 @@ def test_second_init_is_forbidden(proxy):
     assert proxy.init(example_source("hello.py")).status == 200
     response = proxy.init("def main(args):\n    return {'other': True}\n")
     assert response.status == 403
-    assert response.json == {
-        "error": "Internal error. Cannot initialize the action more than once."}
+    assert response.json == {"error": "Internal error. Cannot initialize the action more than once."}
     assert proxy.run({"name": "x"}).json == {"greeting": "Hello, x!"}
 
 
@@ -132,8 +131,9 @@ def test_syntax_error_at_init_then_a_valid_init(proxy):
 def test_exception_while_loading_is_located(proxy):
     response = proxy.init("import os\n\nvalue = 1 / 0\n\ndef main(args):\n    return {}\n")
     assert response.status == 502
-    assert response.json["error"] == ("Cannot load the action: ZeroDivisionError: division by "
-                                      "zero (at __main__.py, line 3)")
+    assert response.json["error"] == (
+        "Cannot load the action: ZeroDivisionError: division by zero (at __main__.py, line 3)"
+    )
 
 
 def test_missing_main_gives_502(proxy):
@@ -149,8 +149,7 @@ def test_missing_main_gives_502(proxy):
 
 
 def test_main_may_name_another_function(proxy):
-    code = "def main(args):\n    return {'from': 'main'}\n\ndef handler(args):\n" \
-           "    return {'from': 'handler'}\n"
+    code = "def main(args):\n    return {'from': 'main'}\n\ndef handler(args):\n    return {'from': 'handler'}\n"
     assert proxy.init(code, main="handler").status == 200
     assert proxy.run({}).json == {"from": "handler"}
 

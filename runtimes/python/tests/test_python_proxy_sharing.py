@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-
 from python_proxy_harness import RUNTIME_DIR
 
 sys.path.insert(0, RUNTIME_DIR)
@@ -62,8 +61,7 @@ def _run_in_thread(proxy, activation_id, value, results):
 
 def _overlap(proxy, ids):
     results = {}
-    threads = [threading.Thread(target=_run_in_thread, args=(proxy, i, {}, results))
-               for i in ids]
+    threads = [threading.Thread(target=_run_in_thread, args=(proxy, i, {}, results)) for i in ids]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -89,14 +87,20 @@ def test_overlapping_activations_each_see_their_own_activation_id(start_proxy):
         assert reply.json["api_key"] is None
     # Module globals are one per interpreter: the two activations counted together.
     assert sorted(r.json["count"] for r in results.values()) == [1, 2]
-    assert _sharing(proxy) == {"mode": "shared", "capacity": 2, "in_flight": 0,
-                               "contexts": {"live": 2, "busy": 0, "created": 2}}
+    assert _sharing(proxy) == {
+        "mode": "shared",
+        "capacity": 2,
+        "in_flight": 0,
+        "contexts": {"live": 2, "busy": 0, "created": 2},
+    }
 
 
 def test_sequential_activations_reuse_one_slot(start_proxy):
     proxy = start_proxy(concurrency=4, extra_env={"ICEBOX_SHARING": "shared"})
-    assert proxy.init("import os\ndef main(args):\n"
-                      "    return {'id': os.environ.get('__OW_ACTIVATION_ID')}\n").status == 200
+    assert (
+        proxy.init("import os\ndef main(args):\n    return {'id': os.environ.get('__OW_ACTIVATION_ID')}\n").status
+        == 200
+    )
     for activation_id in ("s-1", "s-2", "s-3"):
         assert proxy.run({}, activation_id=activation_id).json == {"id": activation_id}
     assert proxy.run({}).json == {"id": None}
@@ -158,8 +162,7 @@ def test_thread_environ_lays_a_threads_values_over_the_process_environment():
         assert env["__OW_ACTIVATION_ID"] == "changed"
         assert "__OW_ACTIVATION_ID" not in os.environ
         seen = {}
-        other = threading.Thread(target=lambda: seen.update(
-            id=env.get("__OW_ACTIVATION_ID"), name=env.get(name)))
+        other = threading.Thread(target=lambda: seen.update(id=env.get("__OW_ACTIVATION_ID"), name=env.get(name)))
         other.start()
         other.join()
         assert seen == {"id": None, "name": "process"}

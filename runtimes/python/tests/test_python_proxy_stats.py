@@ -2,8 +2,16 @@
 
 from python_proxy_harness import example_source
 
-TOP_LEVEL = {"runtime", "heap_used_bytes", "heap_committed_bytes", "gc_count", "gc_time_ms",
-             "live_bytes", "details", "sharing"}
+TOP_LEVEL = {
+    "runtime",
+    "heap_used_bytes",
+    "heap_committed_bytes",
+    "gc_count",
+    "gc_time_ms",
+    "live_bytes",
+    "details",
+    "sharing",
+}
 
 
 def _stats(proxy, query=""):

@@ -5,7 +5,6 @@ import os
 import sys
 
 import pytest
-
 from python_proxy_harness import RUNTIME_DIR
 
 sys.path.insert(0, RUNTIME_DIR)
@@ -54,30 +53,34 @@ def test_dumps_rejects_what_json_rejects():
 
 
 def test_parser_handles_byte_by_byte_delivery():
-    raw = (b"POST /run?x=1&gc=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"
-           b"GET /icebox/stats HTTP/1.0\r\n\r\n")
+    raw = b"POST /run?x=1&gc=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}GET /icebox/stats HTTP/1.0\r\n\r\n"
     parser = RequestParser()
     requests = []
     for i in range(len(raw)):
-        parser.feed(raw[i:i + 1])
+        parser.feed(raw[i : i + 1])
         request = parser.next_request()
         while request is not None:
             requests.append(request)
             request = parser.next_request()
     assert [(r.method, r.path, r.body, r.keep_alive) for r in requests] == [
-        ("POST", "/run", b"{}", True), ("GET", "/icebox/stats", b"", False)]
+        ("POST", "/run", b"{}", True),
+        ("GET", "/icebox/stats", b"", False),
+    ]
     assert requests[0].query_param("gc") == "1"
     assert requests[0].query_param("y") is None
 
 
-@pytest.mark.parametrize("raw", [
-    b"GET / HTTP/2.0\r\n\r\n",
-    b"GET /\r\n\r\n",
-    b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
-    b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
-    b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-    b"GET / HTTP/1.1\r\n folded\r\n\r\n",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"GET / HTTP/2.0\r\n\r\n",
+        b"GET /\r\n\r\n",
+        b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"GET / HTTP/1.1\r\n folded\r\n\r\n",
+    ],
+)
 def test_parser_rejects_bad_framing(raw):
     parser = RequestParser()
     parser.feed(raw)

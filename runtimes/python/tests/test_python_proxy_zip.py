@@ -65,12 +65,14 @@ def test_invalid_zip_and_invalid_base64(proxy):
 
 
 def test_zip_virtualenv_site_packages_are_importable(proxy):
-    code = zip_base64({
-        "__main__.py": "import venvlib\nimport os\n\ndef main(args):\n"
-                       "    return {'v': venvlib.VALUE, 'venv': os.environ['VIRTUAL_ENV']}\n",
-        "virtualenv/lib/python3.11/site-packages/venvlib/__init__.py": "VALUE = 'from venv'\n",
-        "virtualenv/bin/activate_this.py": "",
-    })
+    code = zip_base64(
+        {
+            "__main__.py": "import venvlib\nimport os\n\ndef main(args):\n"
+            "    return {'v': venvlib.VALUE, 'venv': os.environ['VIRTUAL_ENV']}\n",
+            "virtualenv/lib/python3.11/site-packages/venvlib/__init__.py": "VALUE = 'from venv'\n",
+            "virtualenv/bin/activate_this.py": "",
+        }
+    )
     assert proxy.init(code, binary=True).status == 200
     result = proxy.run({}).json
     assert result["v"] == "from venv"
@@ -78,11 +80,13 @@ def test_zip_virtualenv_site_packages_are_importable(proxy):
 
 
 def test_zip_virtualenv_pth_files_are_processed(proxy):
-    code = zip_base64({
-        "__main__.py": "import extra_mod\n\ndef main(args):\n    return {'v': extra_mod.V}\n",
-        "virtualenv/lib/python3.11/site-packages/extra.pth": "extra_dir\n",
-        "virtualenv/lib/python3.11/site-packages/extra_dir/extra_mod.py": "V = 7\n",
-    })
+    code = zip_base64(
+        {
+            "__main__.py": "import extra_mod\n\ndef main(args):\n    return {'v': extra_mod.V}\n",
+            "virtualenv/lib/python3.11/site-packages/extra.pth": "extra_dir\n",
+            "virtualenv/lib/python3.11/site-packages/extra_dir/extra_mod.py": "V = 7\n",
+        }
+    )
     assert proxy.init(code, binary=True).status == 200
     assert proxy.run({}).json == {"v": 7}
 

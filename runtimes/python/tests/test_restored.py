@@ -4,7 +4,6 @@ hook (docs/runtime-protocol.md)."""
 import random
 
 import pytest
-
 from python_proxy_harness import SENTINEL
 
 SEED_A = "a1" * 32
@@ -66,8 +65,7 @@ def test_same_seed_same_sequence_different_seed_different(start_proxy):
     first, second, third = start_proxy(), start_proxy(), start_proxy()
     for proxy in (first, second, third):
         assert proxy.init(RANDOM_ACTION).status == 200
-    replies = [restored(first, SEED_A, "one"), restored(second, SEED_A, "two"),
-               restored(third, SEED_B, "three")]
+    replies = [restored(first, SEED_A, "one"), restored(second, SEED_A, "two"), restored(third, SEED_B, "three")]
     for reply in replies:
         assert reply.status == 200, reply
         assert reply.json == {"ok": True, "reseeded": ["random"], "hook": False, "env": []}
@@ -146,20 +144,24 @@ def main(args):
 def test_before_init_is_forbidden(proxy):
     reply = restored(proxy)
     assert reply.status == 403
-    assert reply.json == {"error": "Cannot restore an uninitialized action: /icebox/restored"
-                                   " needs a successful /init first."}
+    assert reply.json == {
+        "error": "Cannot restore an uninitialized action: /icebox/restored needs a successful /init first."
+    }
 
 
-@pytest.mark.parametrize("body, complaint", [
-    (b"{not json", "Malformed JSON body"),
-    (b"[]", "must be a JSON object"),
-    (b'{"seed": "%s"}' % (b"a1" * 32), '"instance"'),
-    (b'{"instance": "", "seed": "%s"}' % (b"a1" * 32), '"instance"'),
-    (b'{"instance": "i"}', "must be 64 hex digits"),
-    (b'{"instance": "i", "seed": "abcd"}', "got 'abcd'"),
-    (b'{"instance": "i", "seed": "%s"}' % (b"zz" * 32), "must be 64 hex digits"),
-    (b'{"instance": "i", "seed": 12}', "got 'int'"),
-])
+@pytest.mark.parametrize(
+    "body, complaint",
+    [
+        (b"{not json", "Malformed JSON body"),
+        (b"[]", "must be a JSON object"),
+        (b'{"seed": "%s"}' % (b"a1" * 32), '"instance"'),
+        (b'{"instance": "", "seed": "%s"}' % (b"a1" * 32), '"instance"'),
+        (b'{"instance": "i"}', "must be 64 hex digits"),
+        (b'{"instance": "i", "seed": "abcd"}', "got 'abcd'"),
+        (b'{"instance": "i", "seed": "%s"}' % (b"zz" * 32), "must be 64 hex digits"),
+        (b'{"instance": "i", "seed": 12}', "got 'int'"),
+    ],
+)
 def test_malformed_body_is_400_and_the_proxy_serves_on(proxy, body, complaint):
     assert proxy.init(RANDOM_ACTION).status == 200
     reply = proxy.request("POST", "/icebox/restored", raw=body)
@@ -187,13 +189,11 @@ def icebox_restored():
 def main(args):
     return {"restored": len(RESTORED), "numbers": [random.random() for _ in range(5)]}
 """
-    proxies = [start_proxy(concurrency=2, extra_env={"ICEBOX_SHARING": "shared"})
-               for _ in range(2)]
+    proxies = [start_proxy(concurrency=2, extra_env={"ICEBOX_SHARING": "shared"}) for _ in range(2)]
     for proxy in proxies:
         assert proxy.init(code).status == 200
         # Threads of one interpreter share its modules: one copy of the action, one hook call.
-        assert restored(proxy).json == {"ok": True, "reseeded": ["random"], "hook": True,
-                                        "env": []}
+        assert restored(proxy).json == {"ok": True, "reseeded": ["random"], "hook": True, "env": []}
     first, second = (proxy.run({}).json for proxy in proxies)
     assert first == second == {"restored": 1, "numbers": expected_numbers(SEED_A)}
 
@@ -240,12 +240,17 @@ def test_env_is_applied_before_the_hook_and_seen_by_run(start_proxy):
     assert before["environ"] == OLD_API_HOST["__OW_API_HOST"]
     reply = restored(proxy, env={"__OW_API_HOST": NEW_API_HOST})
     assert reply.status == 200, reply
-    assert reply.json == {"ok": True, "reseeded": ["random"], "hook": True,
-                          "env": ["__OW_API_HOST"]}
+    assert reply.json == {"ok": True, "reseeded": ["random"], "hook": True, "env": ["__OW_API_HOST"]}
     seen = proxy.run({"child": True}, activation_id="a1").json
-    assert seen == {"hook": NEW_API_HOST, "hook_calls": 1, "environ": NEW_API_HOST,
-                    "getenv": NEW_API_HOST, "module_environ": NEW_API_HOST,
-                    "activation_id": "a1", "child": NEW_API_HOST}
+    assert seen == {
+        "hook": NEW_API_HOST,
+        "hook_calls": 1,
+        "environ": NEW_API_HOST,
+        "getenv": NEW_API_HOST,
+        "module_environ": NEW_API_HOST,
+        "activation_id": "a1",
+        "child": NEW_API_HOST,
+    }
 
 
 def test_env_absent_or_empty_changes_nothing(start_proxy):
@@ -260,9 +265,12 @@ def test_env_absent_or_empty_changes_nothing(start_proxy):
 
 def test_env_names_come_back_sorted_and_new_names_are_added(start_proxy):
     proxy = start_proxy(extra_env=OLD_API_HOST)
-    assert proxy.init("import os\n\ndef main(args):\n"
-                      "    return {k: os.environ.get(k) for k in ('B_NEW', '__OW_API_HOST')}\n"
-                      ).status == 200
+    assert (
+        proxy.init(
+            "import os\n\ndef main(args):\n    return {k: os.environ.get(k) for k in ('B_NEW', '__OW_API_HOST')}\n"
+        ).status
+        == 200
+    )
     reply = restored(proxy, env={"__OW_API_HOST": NEW_API_HOST, "B_NEW": ""})
     assert reply.json["env"] == ["B_NEW", "__OW_API_HOST"]
     assert proxy.run({}).json == {"B_NEW": "", "__OW_API_HOST": NEW_API_HOST}
@@ -274,34 +282,43 @@ def test_shared_mode_activations_see_the_new_value_beside_their_own(start_proxy)
     # An activation before the restore: its thread has had per-activation values since.
     assert proxy.run({}, activation_id="before").json["environ"] == OLD_API_HOST["__OW_API_HOST"]
     reply = restored(proxy, env={"__OW_API_HOST": NEW_API_HOST})
-    assert reply.json == {"ok": True, "reseeded": ["random"], "hook": True,
-                          "env": ["__OW_API_HOST"]}
+    assert reply.json == {"ok": True, "reseeded": ["random"], "hook": True, "env": ["__OW_API_HOST"]}
     # Two connections: two server threads, each with its own per-activation view.
     connections = [proxy.connection() for _ in range(2)]
     try:
         for number, connection in enumerate(connections):
             seen = proxy.run_on(connection, {}, activation_id="after-%d" % number).json
-            assert seen == {"hook": NEW_API_HOST, "hook_calls": 1, "environ": NEW_API_HOST,
-                            "getenv": NEW_API_HOST, "module_environ": NEW_API_HOST,
-                            "activation_id": "after-%d" % number}
+            assert seen == {
+                "hook": NEW_API_HOST,
+                "hook_calls": 1,
+                "environ": NEW_API_HOST,
+                "getenv": NEW_API_HOST,
+                "module_environ": NEW_API_HOST,
+                "activation_id": "after-%d" % number,
+            }
     finally:
         for connection in connections:
             connection.close()
 
 
-@pytest.mark.parametrize("env, complaint", [
-    ([["__OW_API_HOST", NEW_API_HOST]], 'must be an object of environment variable names to'
-                                        ' string values, got an array'),
-    (None, "got null"),
-    ("__OW_API_HOST=x", "got a string"),
-    ({"__OW_API_HOST": 4100}, "value of __OW_API_HOST must be a string, got a number"),
-    ({"__OW_API_HOST": None}, "value of __OW_API_HOST must be a string, got null"),
-    # A valid variable beside a bad one: neither is applied.
-    ({"__OW_API_HOST": NEW_API_HOST, "GOOD": "x", "A=B": "x"}, "invalid variable name 'A=B'"),
-    ({"__OW_API_HOST": NEW_API_HOST, "": "x"}, "invalid variable name ''"),
-    ({"__OW_API_HOST": NEW_API_HOST, "N\0UL": "x"}, "invalid variable name"),
-    ({"GOOD": "x", "__OW_API_HOST": "a\0b"}, "value of __OW_API_HOST contains a NUL"),
-])
+@pytest.mark.parametrize(
+    "env, complaint",
+    [
+        (
+            [["__OW_API_HOST", NEW_API_HOST]],
+            "must be an object of environment variable names to string values, got an array",
+        ),
+        (None, "got null"),
+        ("__OW_API_HOST=x", "got a string"),
+        ({"__OW_API_HOST": 4100}, "value of __OW_API_HOST must be a string, got a number"),
+        ({"__OW_API_HOST": None}, "value of __OW_API_HOST must be a string, got null"),
+        # A valid variable beside a bad one: neither is applied.
+        ({"__OW_API_HOST": NEW_API_HOST, "GOOD": "x", "A=B": "x"}, "invalid variable name 'A=B'"),
+        ({"__OW_API_HOST": NEW_API_HOST, "": "x"}, "invalid variable name ''"),
+        ({"__OW_API_HOST": NEW_API_HOST, "N\0UL": "x"}, "invalid variable name"),
+        ({"GOOD": "x", "__OW_API_HOST": "a\0b"}, "value of __OW_API_HOST contains a NUL"),
+    ],
+)
 def test_bad_env_is_400_and_applies_nothing(start_proxy, env, complaint):
     proxy = start_proxy(extra_env=OLD_API_HOST)
     assert proxy.init(ENV_HOOK_ACTION).status == 200

@@ -37,8 +37,13 @@ def request(path, sock_path, method, body=None):
     data = json.dumps(body).encode() if body is not None else b""
     with socket.socket(socket.AF_UNIX) as conn:
         conn.connect(sock_path)
-        conn.sendall(("%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close"
-                      "\r\n\r\n" % (method, path, len(data))).encode() + data)
+        conn.sendall(
+            (
+                "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close"
+                "\r\n\r\n" % (method, path, len(data))
+            ).encode()
+            + data
+        )
         reply = b""
         while True:
             chunk = conn.recv(65536)
@@ -66,8 +71,7 @@ def one_run(tmp, index, hello_code):
     sock_path = os.path.join(tmp, "p%d.sock" % index)
     env = dict(os.environ, ICEBOX_PROXY_SOCKET=sock_path, ICEBOX_CONCURRENCY="1")
     started = time.perf_counter()
-    proc = subprocess.Popen(command(), env=env, cwd=tmp, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(command(), env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         while True:
             with socket.socket(socket.AF_UNIX) as probe:
@@ -97,8 +101,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         # Interleaved so that background load hits the baselines and the proxy alike.
         for index in range(runs):
-            for argv, samples in (([PYTHON, "-S", "-c", "pass"], bare),
-                                  ([PYTHON, "-c", "pass"], bare_site)):
+            for argv, samples in (([PYTHON, "-S", "-c", "pass"], bare), ([PYTHON, "-c", "pass"], bare_site)):
                 started = time.perf_counter()
                 subprocess.run(argv, check=True)
                 samples.append(time.perf_counter() - started)
@@ -111,8 +114,7 @@ def main():
         # Memory right after readiness (no request yet), then idle after init + run.
         sock_path = os.path.join(tmp, "mem.sock")
         env = dict(os.environ, ICEBOX_PROXY_SOCKET=sock_path)
-        proc = subprocess.Popen(command(), env=env, cwd=tmp, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(command(), env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         idle_bare = subprocess.Popen([PYTHON, "-S", "-c", "import time; time.sleep(30)"])
         try:
             while not os.path.exists(sock_path):
@@ -135,8 +137,10 @@ def main():
 
     def ms(values):
         values = sorted(values)
-        return "median %.1f ms, p90 %.1f ms" % (statistics.median(values) * 1000,
-                                                values[int(len(values) * 0.9) - 1] * 1000)
+        return "median %.1f ms, p90 %.1f ms" % (
+            statistics.median(values) * 1000,
+            values[int(len(values) * 0.9) - 1] * 1000,
+        )
 
     print("runs: %d, command: %s" % (runs, " ".join(command())))
     print("bare `python3 -S -c pass` (spawn->exit): %s" % ms(bare))

@@ -37,8 +37,10 @@ MIB = 1024 * 1024
 def _manifest_inputs():
     # Paths in the manifest are relative to functions/; input A is the standard one.
     with open(os.path.join(REPO, "functions", "python", "functions.json")) as spec:
-        return {entry["name"]: (os.path.join(REPO, "functions", entry["path"]),
-                                entry["inputs"]["A"]) for entry in json.load(spec)}
+        return {
+            entry["name"]: (os.path.join(REPO, "functions", entry["path"]), entry["inputs"]["A"])
+            for entry in json.load(spec)
+        }
 
 
 def workload(name):
@@ -52,8 +54,7 @@ def launch_spec():
     with open(os.path.join(RUNTIME_DIR, "runtime.json")) as spec:
         document = json.load(spec)
     argv = [arg.replace("{runtime_dir}", RUNTIME_DIR) for arg in document["command"]]
-    env = {key: value.replace("{runtime_dir}", RUNTIME_DIR)
-           for key, value in document.get("env", {}).items()}
+    env = {key: value.replace("{runtime_dir}", RUNTIME_DIR) for key, value in document.get("env", {}).items()}
     return argv, env
 
 
@@ -72,10 +73,15 @@ class Proxy:
     def __init__(self, tmp, tag, eager=False):
         argv, env = launch_spec()
         self.socket_path = os.path.join(tmp, tag + ".sock")
-        env.update(PATH=os.environ.get("PATH", "/usr/bin:/bin"), ICEBOX_PROXY_SOCKET=
-                   self.socket_path, ICEBOX_EAGER_GC="1" if eager else "0", TMPDIR=tmp)
-        self.process = subprocess.Popen(argv, env=env, cwd=tmp, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env.update(
+            PATH=os.environ.get("PATH", "/usr/bin:/bin"),
+            ICEBOX_PROXY_SOCKET=self.socket_path,
+            ICEBOX_EAGER_GC="1" if eager else "0",
+            TMPDIR=tmp,
+        )
+        self.process = subprocess.Popen(
+            argv, env=env, cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + 10
         while not self._connectable():  # iceboxd's readiness test
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -93,8 +99,7 @@ class Proxy:
                 return False
 
     def post(self, path, body):
-        self.conn.request("POST", path, body=json.dumps(body).encode(),
-                          headers={"Content-Type": "application/json"})
+        self.conn.request("POST", path, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
         reply = self.conn.getresponse()
         data = reply.read()
         if reply.status != 200:
@@ -148,8 +153,7 @@ def one_variant(tmp, name, variant, warmup):
         with open(source) as code:
             proxy.post("/init", {"value": {"name": name, "code": code.read()}})
         before = proxy.timed_runs(value, warmup)[-WINDOW:]
-        row = {"before": statistics.mean(s[0] for s in before),
-               "before_cpu": statistics.mean(s[1] for s in before)}
+        row = {"before": statistics.mean(s[0] for s in before), "before_cpu": statistics.mean(s[1] for s in before)}
         row["uss_frozen"], row["anon_frozen"] = proxy.memory()
         if variant in ("none", "eager"):
             row["uss_reclaimed"], row["anon_reclaimed"] = row["uss_frozen"], row["anon_frozen"]
@@ -181,42 +185,81 @@ def _answer_median(rows, path):
 
 def report(name, results, vanilla_rows):
     print("\n== %s (%d repetitions; medians) ==" % (name, len(vanilla_rows)))
-    print("%-8s %9s %9s %9s %8s %8s | %9s %9s %8s | %9s %9s %8s" % (
-        "variant", "frozen", "reclaimed", "after10", "live", "cpu_ms", "before_ms",
-        "after_ms", "slowdown", "cpu_bef", "cpu_aft", "cpu_slow"))
+    print(
+        "%-8s %9s %9s %9s %8s %8s | %9s %9s %8s | %9s %9s %8s"
+        % (
+            "variant",
+            "frozen",
+            "reclaimed",
+            "after10",
+            "live",
+            "cpu_ms",
+            "before_ms",
+            "after_ms",
+            "slowdown",
+            "cpu_bef",
+            "cpu_aft",
+            "cpu_slow",
+        )
+    )
     for variant, rows in results.items():
         slowdown = statistics.median(row["after"] / row["before"] - 1 for row in rows)
-        cpu_slowdown = statistics.median(row["after_cpu"] / row["before_cpu"] - 1
-                                         for row in rows)
+        cpu_slowdown = statistics.median(row["after_cpu"] / row["before_cpu"] - 1 for row in rows)
         has_answer = "answer" in rows[0]
-        print("%-8s %8.1fM %8.1fM %8.1fM %8s %8s | %9.2f %9.2f %+7.1f%% | %9.2f %9.2f %+7.1f%%"
-              % (variant, _median(rows, "uss_frozen") / MIB,
-                 _median(rows, "uss_reclaimed") / MIB, _median(rows, "uss_after_runs") / MIB,
-                 "%.1fM" % (_answer_median(rows, ["live_bytes"]) / MIB) if has_answer else "-",
-                 "%.1f" % _answer_median(rows, ["cpu_ms"]) if has_answer else "-",
-                 _median(rows, "before") * 1000, _median(rows, "after") * 1000,
-                 slowdown * 100, _median(rows, "before_cpu") * 1000,
-                 _median(rows, "after_cpu") * 1000, cpu_slowdown * 100))
-        print("         anonymous: frozen %.1fM reclaimed %.1fM after10 %.1fM" % (
-            _median(rows, "anon_frozen") / MIB, _median(rows, "anon_reclaimed") / MIB,
-            _median(rows, "anon_after_runs") / MIB))
+        print(
+            "%-8s %8.1fM %8.1fM %8.1fM %8s %8s | %9.2f %9.2f %+7.1f%% | %9.2f %9.2f %+7.1f%%"
+            % (
+                variant,
+                _median(rows, "uss_frozen") / MIB,
+                _median(rows, "uss_reclaimed") / MIB,
+                _median(rows, "uss_after_runs") / MIB,
+                "%.1fM" % (_answer_median(rows, ["live_bytes"]) / MIB) if has_answer else "-",
+                "%.1f" % _answer_median(rows, ["cpu_ms"]) if has_answer else "-",
+                _median(rows, "before") * 1000,
+                _median(rows, "after") * 1000,
+                slowdown * 100,
+                _median(rows, "before_cpu") * 1000,
+                _median(rows, "after_cpu") * 1000,
+                cpu_slowdown * 100,
+            )
+        )
+        print(
+            "         anonymous: frozen %.1fM reclaimed %.1fM after10 %.1fM"
+            % (
+                _median(rows, "anon_frozen") / MIB,
+                _median(rows, "anon_reclaimed") / MIB,
+                _median(rows, "anon_after_runs") / MIB,
+            )
+        )
         if has_answer:
-            print("         reported: uss_before %.1fM uss_after %.1fM wall_ms %.1f" % (
-                _answer_median(rows, ["uss_before"]) / MIB,
-                _answer_median(rows, ["uss_after"]) / MIB, _answer_median(rows, ["wall_ms"])))
+            print(
+                "         reported: uss_before %.1fM uss_after %.1fM wall_ms %.1f"
+                % (
+                    _answer_median(rows, ["uss_before"]) / MIB,
+                    _answer_median(rows, ["uss_after"]) / MIB,
+                    _answer_median(rows, ["wall_ms"]),
+                )
+            )
             pymalloc = rows[len(rows) // 2]["answer"]["details"]["pymalloc"]
             print("         pymalloc after collection (one run): %s" % json.dumps(pymalloc))
     if "eager" in results:
         eager = results["eager"]
-        overhead = statistics.median(e["before"] / v["before"] - 1
-                                     for e, v in zip(eager, vanilla_rows))
-        cpu_overhead = statistics.median(e["before_cpu"] / v["before_cpu"] - 1
-                                         for e, v in zip(eager, vanilla_rows))
-        print("eager vs vanilla: USS after warm-up %.1fM vs %.1fM (anonymous %.1fM vs %.1fM); "
-              "last-10 latency %+.1f%%, CPU per run %+.1f%%" % (
-                  _median(eager, "uss_frozen") / MIB, _median(vanilla_rows, "uss_frozen") / MIB,
-                  _median(eager, "anon_frozen") / MIB, _median(vanilla_rows, "anon_frozen") / MIB,
-                  overhead * 100, cpu_overhead * 100))
+        overhead = statistics.median(e["before"] / v["before"] - 1 for e, v in zip(eager, vanilla_rows, strict=False))
+        cpu_overhead = statistics.median(
+            e["before_cpu"] / v["before_cpu"] - 1 for e, v in zip(eager, vanilla_rows, strict=False)
+        )
+        print(
+            "eager vs vanilla: USS after warm-up %.1fM vs %.1fM (anonymous %.1fM vs %.1fM); "
+            "last-10 latency %+.1f%%, CPU per run %+.1f%%"
+            % (
+                _median(eager, "uss_frozen") / MIB,
+                _median(vanilla_rows, "uss_frozen") / MIB,
+                _median(eager, "anon_frozen") / MIB,
+                _median(vanilla_rows, "anon_frozen") / MIB,
+                overhead * 100,
+                cpu_overhead * 100,
+            )
+        )
 
 
 def main():
@@ -237,7 +280,7 @@ def main():
             results = {variant: [] for variant in variants}
             for rep in range(args.reps):
                 # Rotate the order so no variant always runs first (page cache, CPU boost).
-                for variant in variants[rep % len(variants):] + variants[:rep % len(variants)]:
+                for variant in variants[rep % len(variants) :] + variants[: rep % len(variants)]:
                     results[variant].append(one_variant(tmp, name, variant, args.warmup))
             report(name, results, results["none"])
             all_rows[name] = results

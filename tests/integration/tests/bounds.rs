@@ -175,7 +175,7 @@ def main(args):
     return {"blob": "y" * (args["result_mib"] * 1024 * 1024)}
 "#;
 
-const MIB: u64 = 1024 * 1024;
+use icebox_core::units::MIB;
 
 fn vm_rss_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("daemon status");

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-const MIB: u64 = 1 << 20;
+use icebox_core::units::MIB;
 
 /// An action whose /init builds 48 MiB it never touches again (cold) and 8 MiB every
 /// request reads (hot); the result checks the hot data, so a page lost or mixed up in the

@@ -6,7 +6,7 @@ use serde_json::json;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-const MIB: u64 = 1024 * 1024;
+use icebox_core::units::MIB;
 
 /// Writes up to `mib` MiB into a file under `dir` and reports how far it got, and why it
 /// stopped if it did.

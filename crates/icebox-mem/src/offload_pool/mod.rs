@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use swaps::read_swaps;
 use zram::Zram;
 
-const PAGE: u64 = 4096;
+use icebox_core::units::PAGE;
 
 /// An open offload pool. A zram pool is torn down by [`OffloadPool::close`], or on drop when
 /// not closed; a process that dies first leaves a marker for [`OffloadPool::cleanup_stale`].

@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 
 static ZRAM_TESTS: Mutex<()> = Mutex::new(());
 
-const MIB: u64 = 1 << 20;
+use icebox_core::units::MIB;
 
 /// Serialises the zram tests; `None` (with the reason printed) when they cannot run here.
 fn zram_tests() -> Option<MutexGuard<'static, ()>> {

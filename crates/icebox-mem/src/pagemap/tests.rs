@@ -7,7 +7,7 @@ use crate::testchild::TestChild;
 use crate::testswap::{without_swap, TestSwap};
 use std::time::{Duration, Instant};
 
-const MIB: u64 = 1 << 20;
+use icebox_core::units::MIB;
 
 #[test]
 fn spans_bridge_small_gaps_only() {
@@ -120,6 +120,7 @@ fn a_process_that_is_gone_is_recognisable() {
 fn a_zombie_has_no_pages() {
     let mut child = TestChild::spawn();
     let pid = child.pid();
+    // SAFETY: signals our own child.
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     // Not reaped yet: a zombie, its address space gone.
     std::thread::sleep(std::time::Duration::from_millis(100));

@@ -50,7 +50,9 @@ fn disk_dir() -> PathBuf {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     let tmp = std::env::temp_dir();
     let c = CString::new(tmp.as_os_str().as_bytes()).unwrap();
+    // SAFETY: statfs is integers and an integer array: all zero bytes is a valid value.
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid C string and `fs` a properly sized out-parameter.
     if unsafe { libc::statfs(c.as_ptr(), &mut fs) } == 0 && fs.f_type as i64 != TMPFS_MAGIC {
         return tmp;
     }
@@ -80,6 +82,7 @@ impl Mapper {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
         if pid == 0 {
+            // SAFETY: the forked child, which mapper_child requires; path and descriptors are valid.
             unsafe { mapper_child(&path, p2c_r.as_raw_fd(), c2p_w.as_raw_fd()) }
         }
         let m = Mapper {
@@ -98,6 +101,7 @@ impl Mapper {
 
     fn reply(&self) -> u8 {
         let mut b = 0u8;
+        // SAFETY: `b` has room for the one byte read.
         let n = unsafe { libc::read(self.from_child.as_raw_fd(), (&mut b as *mut u8).cast(), 1) };
         assert_eq!(n, 1, "child did not reply: {}", io::Error::last_os_error());
         b
@@ -105,6 +109,7 @@ impl Mapper {
 
     /// Has the child read every page; panics if any content was wrong.
     fn touch(&self) {
+        // SAFETY: a one-byte static buffer.
         let n = unsafe { libc::write(self.to_child.as_raw_fd(), b"t".as_ptr().cast(), 1) };
         assert_eq!(n, 1);
         assert_eq!(
@@ -122,10 +127,12 @@ impl Mapper {
     }
 
     fn stop(&self) {
+        // SAFETY: signals our own child.
         assert_eq!(unsafe { libc::kill(self.pid, libc::SIGSTOP) }, 0);
         let mut status = 0;
         // WUNTRACED returns once the child has actually stopped.
         assert_eq!(
+            // SAFETY: waits for our own child; `status` is a valid out-parameter.
             unsafe { libc::waitpid(self.pid, &mut status, libc::WUNTRACED) },
             self.pid
         );
@@ -133,12 +140,14 @@ impl Mapper {
     }
 
     fn resume(&self) {
+        // SAFETY: signals our own child.
         assert_eq!(unsafe { libc::kill(self.pid, libc::SIGCONT) }, 0);
     }
 }
 
 impl Drop for Mapper {
     fn drop(&mut self) {
+        // SAFETY: kills and reaps our own child; a null status pointer is allowed.
         unsafe {
             libc::kill(self.pid, libc::SIGKILL);
             libc::waitpid(self.pid, std::ptr::null_mut(), 0);
@@ -182,7 +191,9 @@ unsafe fn mapper_child(path: &CString, from_parent: i32, to_parent: i32) -> ! {
 
 fn pipe() -> (OwnedFd, OwnedFd) {
     let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`, which has room for two.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are new, open, and owned by nothing else.
     unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
 
@@ -553,6 +564,7 @@ fn cached_share(file: &TestFile) -> f64 {
     let mut vec = vec![0u8; FILE_BYTES / PAGE];
     // SAFETY: `vec` has one byte per page of the mapping.
     let rc = unsafe { libc::mincore(p, FILE_BYTES, vec.as_mut_ptr()) };
+    // SAFETY: unmaps the mapping made above, which nothing uses any more.
     unsafe { libc::munmap(p, FILE_BYTES) };
     assert_eq!(rc, 0, "mincore: {}", io::Error::last_os_error());
     vec.iter().filter(|b| **b & 1 == 1).count() as f64 / vec.len() as f64

@@ -7,7 +7,7 @@ use crate::testchild::{Region, TestChild};
 use crate::testswap::{swap_is_on, without_swap, TestSwap};
 use crate::PAGE_SIZE;
 
-const MIB: u64 = 1 << 20;
+use icebox_core::units::MIB;
 const GROUP: u64 = 16;
 
 fn set(region: Region, off: u64, len: u64) -> PageSet {

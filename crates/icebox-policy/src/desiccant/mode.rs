@@ -1,11 +1,24 @@
 //! How a node (or one action, overriding its node) treats the frozen garbage of idle instances.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum ReclaimMode {
     /// No reclaim: frozen instances keep whatever their runtime left behind. The default, so a
     /// node behaves as it did before Desiccant until the operator opts in.
@@ -19,25 +32,11 @@ pub enum ReclaimMode {
 }
 
 impl ReclaimMode {
-    pub const ALL: [ReclaimMode; 3] = [
-        ReclaimMode::Vanilla,
-        ReclaimMode::Eager,
-        ReclaimMode::Desiccant,
-    ];
+    pub const ALL: &'static [Self] = <Self as strum::VariantArray>::VARIANTS;
 
     /// The same spelling as the serde form, for configuration, CLI flags and metric labels.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ReclaimMode::Vanilla => "vanilla",
-            ReclaimMode::Eager => "eager",
-            ReclaimMode::Desiccant => "desiccant",
-        }
-    }
-}
-
-impl fmt::Display for ReclaimMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -51,7 +50,8 @@ impl FromStr for ReclaimMode {
     /// Case-insensitive, like the other modes operators type on the command line.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         ReclaimMode::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|m| m.as_str().eq_ignore_ascii_case(s))
             .ok_or_else(|| ParseReclaimModeError(s.to_string()))
     }
@@ -63,7 +63,7 @@ mod tests {
 
     #[test]
     fn serde_and_from_str_agree_on_lowercase_names() {
-        for m in ReclaimMode::ALL {
+        for &m in ReclaimMode::ALL {
             assert_eq!(serde_json::to_string(&m).unwrap(), format!("\"{m}\""));
             assert_eq!(
                 serde_json::from_str::<ReclaimMode>(&format!("\"{}\"", m.as_str())).unwrap(),

@@ -1,10 +1,21 @@
 //! Desiccant's library unmapping (§4.6) after a reclaim: what happens to the private,
 //! unmodified library pages of the reclaimed instance's processes.
 
-use std::fmt;
 use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "kebab-case")]
 pub enum LibraryPageout {
     /// Page them out, then read them back into the page cache, unmapped: the instance's USS
     /// drops and its next activation faults them in from memory.
@@ -17,25 +28,11 @@ pub enum LibraryPageout {
 }
 
 impl LibraryPageout {
-    pub const ALL: [LibraryPageout; 3] = [
-        LibraryPageout::KeepCached,
-        LibraryPageout::Evict,
-        LibraryPageout::Off,
-    ];
+    pub const ALL: &'static [Self] = <Self as strum::VariantArray>::VARIANTS;
 
     /// The spelling of the daemon's `--library-pageout` flag.
     pub fn as_str(self) -> &'static str {
-        match self {
-            LibraryPageout::KeepCached => "keep-cached",
-            LibraryPageout::Evict => "evict",
-            LibraryPageout::Off => "off",
-        }
-    }
-}
-
-impl fmt::Display for LibraryPageout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -48,7 +45,8 @@ impl FromStr for LibraryPageout {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         LibraryPageout::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|m| m.as_str().eq_ignore_ascii_case(s))
             .ok_or_else(|| ParseLibraryPageoutError(s.to_string()))
     }
@@ -60,7 +58,7 @@ mod tests {
 
     #[test]
     fn spellings_round_trip() {
-        for m in LibraryPageout::ALL {
+        for &m in LibraryPageout::ALL {
             assert_eq!(m.as_str().parse::<LibraryPageout>(), Ok(m));
         }
         assert!("keep_cached".parse::<LibraryPageout>().is_err());

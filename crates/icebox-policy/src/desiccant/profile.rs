@@ -47,8 +47,21 @@ impl Profile {
 }
 
 /// Where an estimate's numbers come from, most specific first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum EstimateSource {
     /// This instance's own earlier reclaims.
     Instance,
@@ -62,12 +75,7 @@ pub enum EstimateSource {
 
 impl EstimateSource {
     pub fn as_str(self) -> &'static str {
-        match self {
-            EstimateSource::Instance => "instance",
-            EstimateSource::Action => "action",
-            EstimateSource::Global => "global",
-            EstimateSource::Prior => "prior",
-        }
+        self.into()
     }
 }
 
@@ -296,7 +304,7 @@ impl ProfileStore {
 mod tests {
     use super::*;
 
-    const MIB: u64 = 1024 * 1024;
+    use icebox_core::units::MIB;
 
     fn profile(memory_mib: u64, freed_mib: u64, live_mib: u64, cpu_ms: f64) -> Profile {
         Profile {

@@ -7,11 +7,23 @@ use super::config::FaasmemConfig;
 use super::window::RequestWindow;
 use crate::clock::Millis;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// A mechanism call for icebox-mem's `Puckets`, named after it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum OffloadStep {
     /// Offload the runtime segment's pages not seen again (§5.1, reactive).
     Runtime,
@@ -26,35 +38,30 @@ pub enum OffloadStep {
 }
 
 impl OffloadStep {
-    pub const ALL: [OffloadStep; 5] = [
-        OffloadStep::Runtime,
-        OffloadStep::ProbeInit,
-        OffloadStep::InitCold,
-        OffloadStep::Rollback,
-        OffloadStep::RollbackCold,
-    ];
+    pub const ALL: &'static [Self] = <Self as strum::VariantArray>::VARIANTS;
 
     /// The serde spelling, for event details and metric labels.
     pub fn as_str(self) -> &'static str {
-        match self {
-            OffloadStep::Runtime => "runtime",
-            OffloadStep::ProbeInit => "probe_init",
-            OffloadStep::InitCold => "init_cold",
-            OffloadStep::Rollback => "rollback",
-            OffloadStep::RollbackCold => "rollback_cold",
-        }
-    }
-}
-
-impl fmt::Display for OffloadStep {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
 /// Where an instance stands, for status output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum OffloadPhase {
     /// No request completed yet.
     Fresh,
@@ -68,18 +75,7 @@ pub enum OffloadPhase {
 
 impl OffloadPhase {
     pub fn as_str(self) -> &'static str {
-        match self {
-            OffloadPhase::Fresh => "fresh",
-            OffloadPhase::InitWindow => "init_window",
-            OffloadPhase::Steady => "steady",
-            OffloadPhase::RollingBack => "rolling_back",
-        }
-    }
-}
-
-impl fmt::Display for OffloadPhase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -312,7 +308,7 @@ mod tests {
                 "rollback_cold"
             ]
         );
-        for s in OffloadStep::ALL {
+        for &s in OffloadStep::ALL {
             assert_eq!(
                 serde_json::to_string(&s).unwrap(),
                 format!("\"{}\"", s.as_str())

@@ -2,11 +2,24 @@
 //! instances.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum OffloadMode {
     /// Nothing is offloaded: the default, so a node behaves as before until the operator opts in.
     #[default]
@@ -19,21 +32,11 @@ pub enum OffloadMode {
 }
 
 impl OffloadMode {
-    pub const ALL: [OffloadMode; 3] = [OffloadMode::None, OffloadMode::Tmo, OffloadMode::Faasmem];
+    pub const ALL: &'static [Self] = <Self as strum::VariantArray>::VARIANTS;
 
     /// The same spelling as the serde form, for flags, annotations and metric labels.
     pub fn as_str(self) -> &'static str {
-        match self {
-            OffloadMode::None => "none",
-            OffloadMode::Tmo => "tmo",
-            OffloadMode::Faasmem => "faasmem",
-        }
-    }
-}
-
-impl fmt::Display for OffloadMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -47,7 +50,8 @@ impl FromStr for OffloadMode {
     /// Case-insensitive, like the other modes operators type on the command line.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         OffloadMode::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|m| m.as_str().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| ParseOffloadModeError(s.to_string()))
     }
@@ -59,7 +63,7 @@ mod tests {
 
     #[test]
     fn serde_and_from_str_agree_on_lowercase_names() {
-        for m in OffloadMode::ALL {
+        for &m in OffloadMode::ALL {
             assert_eq!(serde_json::to_string(&m).unwrap(), format!("\"{m}\""));
             assert_eq!(
                 serde_json::from_str::<OffloadMode>(&format!("\"{}\"", m.as_str())).unwrap(),

@@ -56,7 +56,7 @@ mod tests {
     use super::*;
     use crate::faasmem::rate::SemiWarm;
 
-    const MIB: u64 = 1 << 20;
+    use icebox_core::units::MIB;
 
     fn inst(id: &str, local_bytes: u64, size_at_start: u64) -> SemiWarmInstance {
         SemiWarmInstance {

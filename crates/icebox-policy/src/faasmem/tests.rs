@@ -67,7 +67,7 @@ fn a_web_instance_waits_for_its_cache_to_warm_and_rolls_back_by_requests() {
 
 #[test]
 fn semi_warm_instances_share_the_bandwidth_and_finish_together() {
-    const MIB: u64 = 1 << 20;
+    use icebox_core::units::MIB;
     let cfg = FaasmemConfig {
         // 1%/s of 100 + 50 MiB wants 1.5 MiB/s; the node allows half of that.
         bandwidth_bytes_per_s: 3 * MIB / 4,

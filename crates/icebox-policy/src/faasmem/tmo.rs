@@ -103,7 +103,7 @@ impl TmoController {
 mod tests {
     use super::*;
 
-    const GIB: u64 = 1 << 30;
+    use icebox_core::units::GIB;
     const CALM: f64 = 0.0;
     const HIGH: f64 = 5.0;
 

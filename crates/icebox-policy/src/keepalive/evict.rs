@@ -4,11 +4,24 @@
 
 use crate::clock::Millis;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum EvictOrder {
     #[default]
     Lru,
@@ -16,13 +29,10 @@ pub enum EvictOrder {
 }
 
 impl EvictOrder {
-    pub const ALL: [EvictOrder; 2] = [EvictOrder::Lru, EvictOrder::Frequency];
+    pub const ALL: &'static [Self] = <Self as strum::VariantArray>::VARIANTS;
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            EvictOrder::Lru => "lru",
-            EvictOrder::Frequency => "frequency",
-        }
+        self.into()
     }
 
     /// Sort key of one idle instance: smallest is evicted first. `invocations` is how often
@@ -36,12 +46,6 @@ impl EvictOrder {
     }
 }
 
-impl fmt::Display for EvictOrder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown eviction order '{0}' (expected lru or frequency)")]
 pub struct ParseEvictOrderError(pub String);
@@ -51,7 +55,8 @@ impl FromStr for EvictOrder {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         EvictOrder::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|m| m.as_str().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| ParseEvictOrderError(s.to_string()))
     }
@@ -72,7 +77,7 @@ mod tests {
 
     #[test]
     fn parses_its_names() {
-        for o in EvictOrder::ALL {
+        for &o in EvictOrder::ALL {
             assert_eq!(o.as_str().parse::<EvictOrder>(), Ok(o));
         }
         assert_eq!("LRU".parse::<EvictOrder>(), Ok(EvictOrder::Lru));

@@ -3,7 +3,7 @@ use crate::clock::{Clock, ManualClock};
 use crate::pool::total_charge;
 use crate::testutil::{entry, SplitMix64};
 
-const MIB: u64 = 1024 * 1024;
+use icebox_core::units::MIB;
 
 fn policy(
     keep_alive_ms: u64,

@@ -71,6 +71,7 @@ pub(crate) fn unified_mount(mounts: &[Mount], base: &Path) -> Option<PathBuf> {
 /// The file-system type of `path` (statfs `f_type`).
 pub(crate) fn fs_magic(path: &Path) -> io::Result<i64> {
     let c = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: statfs is integers and an integer array: all zero bytes is a valid value.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is a valid C string and `st` a properly sized out-parameter.
     if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {

@@ -105,7 +105,7 @@ fn reclaim_v1(memory: &Path, bytes: u64) -> io::Result<u64> {
     Ok(before.saturating_sub(after))
 }
 
-const PAGE: u64 = 4096;
+use icebox_core::units::PAGE;
 
 #[cfg(test)]
 mod tests {
@@ -119,7 +119,7 @@ mod tests {
     use std::process::{Child, Command, Stdio};
     use std::sync::MutexGuard;
 
-    const MIB: u64 = 1 << 20;
+    use icebox_core::units::MIB;
 
     /// The tests with and without swap must not overlap: one's swap would serve the other.
     static SWAP_TESTS: Mutex<()> = Mutex::new(());

@@ -108,6 +108,8 @@ pub fn fork_into(files: &[CString], body: impl FnOnce() -> i32) -> libc::pid_t {
         } else {
             JOIN_FAILED
         };
+        // SAFETY: _exit ends the forked child at once, running no destructor or atexit
+        // handler that could touch state copied from the parent.
         unsafe { libc::_exit(code) }
     }
     pid

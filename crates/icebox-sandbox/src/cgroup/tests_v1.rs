@@ -5,7 +5,7 @@ use super::*;
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
 
-const MIB: u64 = 1 << 20;
+use icebox_core::units::MIB;
 
 fn read(dir: &Path, file: &str) -> String {
     fs::read_to_string(dir.join(file))
@@ -163,16 +163,20 @@ fn fork_until_refused(report: i32) -> i32 {
         // SAFETY: fork/pause/write/_exit only.
         match unsafe { libc::fork() } {
             0 => loop {
+                // SAFETY: pause only waits for a signal.
                 unsafe { libc::pause() };
             },
+            // SAFETY: __errno_location points at this thread's errno, valid for its life.
             -1 => break unsafe { *libc::__errno_location() },
             _ if forks == 100 => break 0,
             _ => forks += 1,
         }
     };
     let msg = [forks, errno as u8];
+    // SAFETY: `msg` is two readable bytes that outlive the call.
     unsafe { libc::write(report, msg.as_ptr().cast(), 2) };
     loop {
+        // SAFETY: pause only waits for a signal.
         unsafe { libc::pause() };
     }
 }
@@ -191,11 +195,15 @@ fn pids_limit_makes_fork_fail() {
         )
         .unwrap();
     let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`, which has room for two.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
     let pid = fork_into(&cg.procs_files(), || fork_until_refused(fds[1]));
+    // SAFETY: closes the write end this test opened and uses no more.
     unsafe { libc::close(fds[1]) };
     let mut msg = [0u8; 2];
+    // SAFETY: `msg` has room for the two bytes read.
     let n = unsafe { libc::read(fds[0], msg.as_mut_ptr().cast(), 2) };
+    // SAFETY: closes the read end this test opened and uses no more.
     unsafe { libc::close(fds[0]) };
     assert_eq!(
         n, 2,

@@ -20,7 +20,7 @@ use self::sandbox::Isolation;
 use crate::cgroup::{CgroupLimits, CgroupRoot, CgroupVersion};
 use crate::client::RuntimeClient;
 use crate::logs::LogCollector;
-use crate::sandbox::{InstanceSpec, Sandbox, SandboxBackend, SandboxError, Snapshots};
+use crate::{InstanceSpec, Sandbox, SandboxBackend, SandboxError, Snapshots};
 use anyhow::Context;
 use async_trait::async_trait;
 pub use icebox_snap::criu::Criu;
@@ -78,6 +78,7 @@ impl ProcessBackend {
     /// `tag` distinguishes daemons (one per state dir) on one host, so start-up cleanup only
     /// ever touches this daemon's leftovers.
     pub fn new(state_dir: &Path, tag: &str, mode: IsolationMode) -> anyhow::Result<ProcessBackend> {
+        // SAFETY: geteuid takes nothing, touches no memory and cannot fail.
         let is_root = unsafe { libc::geteuid() } == 0;
         let crun_bin = Crun::find();
         let use_crun = match mode {
@@ -225,15 +226,17 @@ impl ProcessBackend {
             if let Err(e) = cgroup.remove() {
                 tracing::warn!(instance = %spec.id, "cannot remove the cgroup of an instance that failed to start: {e}");
             }
-            return Err(SandboxError::StartFailed(format!(
-                "crun run failed ({status}): {}",
-                why.trim()
-            )));
+            return Err(SandboxError::Container {
+                step: "crun run",
+                detail: format!("failed ({status}): {}", why.trim()),
+            });
         }
-        let pid: u32 = std::fs::read_to_string(&pid_file)?
-            .trim()
-            .parse()
-            .map_err(|e| SandboxError::StartFailed(format!("bad crun pid file: {e}")))?;
+        let pid: u32 = std::fs::read_to_string(&pid_file)?.trim().parse().map_err(
+            |e: std::num::ParseIntError| SandboxError::Container {
+                step: "crun's pid file",
+                detail: e.to_string(),
+            },
+        )?;
         let exit_fd = pidfd::open(pid)?;
         let client = match socket_dir::open(pid, &exit_fd) {
             Ok(socket_dir) => RuntimeClient::in_dir(socket_dir, oci::SOCKET_NAME),
@@ -244,9 +247,10 @@ impl ProcessBackend {
                     tracing::warn!(instance = %spec.id, "cannot remove the cgroup of an instance that failed to start: {e}");
                 }
                 sandbox::crun_delete(crun, &spec.id).await;
-                return Err(SandboxError::StartFailed(format!(
-                    "cannot open the instance's socket directory: {e}"
-                )));
+                return Err(SandboxError::Container {
+                    step: "opening the instance's socket directory",
+                    detail: e.to_string(),
+                });
             }
         };
 
@@ -295,9 +299,10 @@ impl ProcessBackend {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(false);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| SandboxError::StartFailed(format!("cannot exec {}: {e}", argv[0])))?;
+        let mut child = cmd.spawn().map_err(|source| SandboxError::Exec {
+            program: argv[0].to_string(),
+            source,
+        })?;
         let pid = child.id().unwrap_or(0);
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
@@ -362,9 +367,7 @@ impl SandboxBackend for ProcessBackend {
             let died = sandbox.exit_cause().is_some();
             sandbox.destroy().await;
             return Err(if died {
-                SandboxError::StartFailed(format!(
-                    "the runtime exited before it was ready. Output:\n{output}"
-                ))
+                SandboxError::RuntimeExited(output)
             } else {
                 SandboxError::StartTimeout(START_TIMEOUT.as_millis() as u64)
             });

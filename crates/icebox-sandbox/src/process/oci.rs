@@ -4,7 +4,7 @@
 //! view of the host's /usr and /etc, and private size-limited tmpfs mounts for /tmp and for
 //! the proxy socket's directory: nothing of the host is writable from inside.
 
-use crate::sandbox::InstanceSpec;
+use crate::InstanceSpec;
 use serde_json::{json, Value};
 
 /// Where the runtime directory and the instance's socket directory appear inside.

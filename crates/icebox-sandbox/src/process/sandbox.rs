@@ -5,7 +5,8 @@ use super::pidfd;
 use crate::cgroup::Cgroup;
 use crate::client::RuntimeClient;
 use crate::logs::LogCollector;
-use crate::sandbox::{ExitCause, InstanceSpec, Sandbox};
+use crate::ExitLatch;
+use crate::{ExitCause, InstanceSpec, Sandbox};
 use async_trait::async_trait;
 use icebox_core::MemoryStats;
 use std::os::fd::OwnedFd;
@@ -13,7 +14,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use tokio::io::AsyncRead;
-use tokio::sync::Notify;
 
 pub(super) enum Isolation {
     Crun {
@@ -41,8 +41,7 @@ pub struct ProcessSandbox {
     logs: Arc<LogCollector>,
     main_pid: u32,
     isolation: Isolation,
-    exit_cause: OnceLock<ExitCause>,
-    exit_notify: Notify,
+    exit: ExitLatch,
     destroyed: AtomicBool,
     /// What it was started as (a snapshot records it, a restore must match it).
     spec: OnceLock<InstanceSpec>,
@@ -71,8 +70,7 @@ impl ProcessSandbox {
             logs,
             main_pid,
             isolation,
-            exit_cause: OnceLock::new(),
-            exit_notify: Notify::new(),
+            exit: ExitLatch::default(),
             destroyed: AtomicBool::new(false),
             spec: OnceLock::new(),
             restored: OnceLock::new(),
@@ -173,8 +171,7 @@ impl ProcessSandbox {
             Some(cgroup) if cgroup.pids_max_events() > 0 => ExitCause::PidsLimit,
             _ => ExitCause::Exited,
         };
-        let _ = self.exit_cause.set(cause);
-        self.exit_notify.notify_waiters();
+        self.exit.set(cause);
     }
 
     fn signal_group(&self, signal: i32) -> std::io::Result<()> {
@@ -247,17 +244,11 @@ impl Sandbox for ProcessSandbox {
     }
 
     async fn exited(&self) {
-        loop {
-            let notified = self.exit_notify.notified();
-            if self.exit_cause.get().is_some() {
-                return;
-            }
-            notified.await;
-        }
+        self.exit.wait().await
     }
 
     fn exit_cause(&self) -> Option<ExitCause> {
-        self.exit_cause.get().copied()
+        self.exit.get()
     }
 
     fn oom_kills(&self) -> u64 {

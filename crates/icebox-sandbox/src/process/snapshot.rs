@@ -40,8 +40,14 @@ const QUIESCE_TIMEOUT: Duration = Duration::from_secs(3);
 /// A restore that takes longer is stuck (a fault nobody serves, say).
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Taking a snapshot or building its loading set failed.
 fn failed(what: impl std::fmt::Display) -> SandboxError {
-    SandboxError::StartFailed(what.to_string())
+    SandboxError::Snapshot(what.to_string())
+}
+
+/// Restoring the snapshot in `dir` was refused or failed.
+fn refused(dir: &Path, why: impl std::fmt::Display) -> SandboxError {
+    SandboxError::restore("process", dir, why)
 }
 
 #[async_trait]
@@ -105,32 +111,28 @@ impl Snapshots for ProcessBackend {
         let criu = self
             .criu
             .as_ref()
-            .ok_or_else(|| failed("snapshots are off"))?;
+            .ok_or_else(|| refused(dir, "snapshots are off"))?;
         let started = Instant::now();
-        let meta = SnapshotMeta::load_for(dir, &spec, &criu.version)
-            .map_err(|why| failed(format!("snapshot {} refused: {why}", dir.display())))?;
+        let meta =
+            SnapshotMeta::load_for(dir, &spec, &criu.version).map_err(|why| refused(dir, why))?;
         let meta = {
             let snapshot = dir.to_path_buf();
             let pager = uses_pager(mode);
             tokio::task::spawn_blocking(move || meta.verify(&snapshot, pager).map(|()| meta))
                 .await
-                .map_err(|e| failed(format!("checking the snapshot panicked: {e}")))?
-                .map_err(|e| failed(format!("snapshot {} refused: {e}", dir.display())))?
+                .map_err(|e| refused(dir, format!("checking the snapshot panicked: {e}")))?
+                .map_err(|e| refused(dir, e))?
         };
         if mode.needs_loading_set() {
-            loadset_file::read(dir).map_err(|e| {
-                failed(format!(
-                    "snapshot {}: no usable loading set: {e}",
-                    dir.display()
-                ))
-            })?;
+            loadset_file::read(dir)
+                .map_err(|e| refused(dir, format!("no usable loading set: {e}")))?;
         }
         // Its processes come back with the template's uid (pinned by the snapshot).
         let uid = match (&self.uids, meta.uid) {
             (Some(uids), Some(uid)) => uids.share(uid),
             _ => Err(std::io::Error::other("it records no uid")),
         }
-        .map_err(|e| failed(format!("snapshot {} refused: {e}", dir.display())))?;
+        .map_err(|e| refused(dir, e))?;
         let instance_dir = self.instance_dir(&spec.id);
         std::fs::create_dir_all(&instance_dir)?;
         match self
@@ -333,7 +335,7 @@ impl ProcessBackend {
                 // Kill first, then stop the pager (tasks must never outlive it).
                 let _ = cgroup.remove();
                 restored_state.stop();
-                return Err(failed(format!("restore of {} failed: {e}", dir.display())));
+                return Err(refused(dir, format!("criu restore failed: {e}")));
             }
         };
         let setup = (|| -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -355,7 +357,10 @@ impl ProcessBackend {
             Err(e) => {
                 let _ = cgroup.remove();
                 restored_state.stop();
-                return Err(failed(format!("the restored instance died at once: {e}")));
+                return Err(refused(
+                    dir,
+                    format!("the restored instance died at once: {e}"),
+                ));
             }
         };
         let sandbox = ProcessSandbox::new(
@@ -382,7 +387,10 @@ impl ProcessBackend {
         });
         if !ready {
             sandbox.destroy().await;
-            return Err(failed("the restored proxy does not accept connections"));
+            return Err(refused(
+                dir,
+                "the restored proxy does not accept connections",
+            ));
         }
         Ok(sandbox)
     }
@@ -446,7 +454,7 @@ async fn serve_memory(
             let daemon = criu
                 .lazy_pages(images, work)
                 .await
-                .map_err(|e| failed(e.to_string()))?;
+                .map_err(|e| refused(dir, e.to_string()))?;
             return Ok((None, Some(daemon)));
         }
     };
@@ -463,7 +471,7 @@ async fn serve_memory(
         })),
         checksums: Some(meta.files.clone()),
     })
-    .map_err(|e| failed(format!("cannot serve the snapshot's memory: {e}")))?;
+    .map_err(|e| refused(dir, format!("cannot serve the snapshot's memory: {e}")))?;
     Ok((Some(pager), None))
 }
 

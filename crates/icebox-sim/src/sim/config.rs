@@ -117,7 +117,7 @@ impl SimConfig {
     /// Node sizes below a GiB (or not whole GiB) are named in MiB: sweeps of small nodes
     /// would otherwise all read "0GiB".
     pub fn label(&self) -> String {
-        const GIB: u64 = 1 << 30;
+        use icebox_core::units::GIB;
         let size = if self.node_memory.is_multiple_of(GIB) {
             format!("{}GiB", self.node_memory / GIB)
         } else {

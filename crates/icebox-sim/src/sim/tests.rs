@@ -4,7 +4,7 @@ use super::*;
 use crate::profile::Resolved;
 use icebox_policy::{DesiccantConfig, EvictOrder, HybridConfig, MemoryProfile, SharingMode};
 
-const MIB: u64 = 1 << 20;
+use icebox_core::units::MIB;
 
 fn class(base_mb: u64, inc_mb: u64, cold: u64, warm: u64) -> Resolved {
     Resolved {

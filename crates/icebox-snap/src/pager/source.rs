@@ -26,6 +26,8 @@ pub struct Mapped {
 
 // SAFETY: the mapping is read-only and lives until drop; sharing its address is sound.
 unsafe impl Send for Mapped {}
+// SAFETY: through `&Mapped` threads only read the read-only mapping, and the one piece of
+// mutable state, `checked`, is atomics.
 unsafe impl Sync for Mapped {}
 
 impl Mapped {
@@ -117,8 +119,11 @@ impl Mapped {
 
     /// Address of byte `offset`; `offset + len` must lie inside the file.
     pub fn at(&self, offset: u64, len: u64) -> Option<*const u8> {
-        (offset.checked_add(len)? <= self.len as u64 && len > 0)
-            .then(|| unsafe { self.ptr.add(offset as usize) as *const u8 })
+        (offset.checked_add(len)? <= self.len as u64 && len > 0).then(|| {
+            // SAFETY: offset + len <= self.len, checked just above: the pointer stays inside
+            // the mapping that `ptr` starts.
+            unsafe { self.ptr.add(offset as usize) as *const u8 }
+        })
     }
 
     /// Reads `offset..offset+len` into the page cache and this mapping now (the loader does

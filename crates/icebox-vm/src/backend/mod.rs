@@ -8,11 +8,11 @@ pub use sandbox::{SnapshotSource, VmSandbox};
 use crate::accel::{self, Accel, AccelChoice};
 use crate::image::GuestImage;
 use crate::qemu::{MemoryBackend, VmConfig};
-use crate::vm::{BootError, Vm, VmPaths};
+use crate::vm::{Vm, VmPaths};
 use async_trait::async_trait;
 use icebox_guest::protocol::StartRequest;
 use icebox_guest::AgentError;
-use icebox_sandbox::{
+use icebox_sandbox_api::{
     InstanceSpec, LogCollector, Sandbox, SandboxBackend, SandboxError, Snapshots,
 };
 use std::path::{Path, PathBuf};
@@ -127,7 +127,7 @@ impl VmBackend {
         // QEMU binds its sockets by path: sun_path holds 107 bytes.
         let longest = VmPaths::new(&dir).qmp_sync_socket;
         if longest.as_os_str().len() > 107 {
-            return Err(SandboxError::StartFailed(format!(
+            return Err(SandboxError::Unsupported(format!(
                 "{} is too long for a UNIX socket path: use a shorter state directory",
                 longest.display()
             )));
@@ -169,7 +169,7 @@ impl VmBackend {
         dir: &Path,
     ) -> Result<Arc<VmSandbox>, SandboxError> {
         if spec.network {
-            return Err(SandboxError::StartFailed(
+            return Err(SandboxError::Unsupported(
                 "the vm backend gives instances no network (the action asks for it)".into(),
             ));
         }
@@ -178,12 +178,7 @@ impl VmBackend {
         let paths = VmPaths::new(dir);
         let vm = Vm::boot(&self.cfg.qemu, config, paths, self.cfg.boot_timeout)
             .await
-            .map_err(|e| match e {
-                BootError::AgentTimeout { .. } => {
-                    SandboxError::StartFailed(format!("the VM did not boot: {e}"))
-                }
-                e => SandboxError::StartFailed(e.to_string()),
-            })?;
+            .map_err(|e| SandboxError::VmBoot(Box::new(e)))?;
         let sandbox = VmSandbox::new(
             spec.id.clone(),
             vm,
@@ -213,29 +208,30 @@ impl VmBackend {
         request: &StartRequest,
     ) -> Result<(), SandboxError> {
         let agent = &sandbox.vm().agent;
-        let failed = |what: &str, e: AgentError| SandboxError::StartFailed(format!("{what}: {e}"));
         // The guest clock starts from the RTC (whole seconds); deadlines need better.
         agent
             .set_time(SystemTime::now())
             .await
-            .map_err(|e| failed("set_time", e))?;
-        let events = agent.events().await.map_err(|e| failed("events", e))?;
+            .map_err(|e| SandboxError::agent("set_time", e))?;
+        let events = agent
+            .events()
+            .await
+            .map_err(|e| SandboxError::agent("events", e))?;
         match agent.start(request).await {
             Ok(_) => {}
-            Err(AgentError::Refused(why)) => return Err(SandboxError::StartFailed(why)),
             Err(AgentError::Timeout(t)) => {
                 return Err(SandboxError::StartTimeout(t.as_millis() as u64))
             }
-            Err(e) => return Err(failed("start", e)),
+            Err(e) => return Err(SandboxError::agent("start", e)),
         }
         sandbox
             .attach(events)
             .await
-            .map_err(|e| failed("output", e))?;
+            .map_err(|e| SandboxError::agent("output", e))?;
         if !sandbox.client().wait_ready(Duration::from_secs(10)).await {
-            return Err(SandboxError::StartFailed(
-                "the host socket forwarder does not accept".into(),
-            ));
+            return Err(SandboxError::Other(anyhow::anyhow!(
+                "the host socket forwarder does not accept"
+            )));
         }
         Ok(())
     }
@@ -316,7 +312,7 @@ pub(crate) fn guest_start_request(
 ) -> Result<StartRequest, SandboxError> {
     let name = runtime_name(spec);
     let guest_dir = image.runtime_dir(&name).ok_or_else(|| {
-        SandboxError::StartFailed(format!(
+        SandboxError::Unsupported(format!(
             "the guest image has no runtime '{name}' (rebuild it with scripts/guest/build.sh)"
         ))
     })?;

@@ -7,12 +7,12 @@ use async_trait::async_trait;
 use icebox_core::MemoryStats;
 use icebox_guest::protocol::{Event, InstanceStats, Stats};
 use icebox_guest::{AgentError, EventStream, Forwarder};
-use icebox_sandbox::{ExitCause, LogCollector, RuntimeClient, Sandbox};
+use icebox_sandbox_api::ExitLatch;
+use icebox_sandbox_api::{ExitCause, LogCollector, RuntimeClient, Sandbox};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 pub struct VmSandbox {
@@ -26,10 +26,9 @@ pub struct VmSandbox {
     cfg: VmBackendConfig,
     forwarder: Mutex<Option<Forwarder>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    exit_cause: OnceLock<ExitCause>,
+    exit: ExitLatch,
     /// Why the instance ended, in words (runtime exit, agent silent, QEMU gone…).
     exit_reason: OnceLock<String>,
-    exit_notify: Notify,
     frozen: AtomicBool,
     /// Bumped by every freeze and thaw, so a ping that failed across one is not held against
     /// the agent.
@@ -92,9 +91,8 @@ impl VmSandbox {
             cfg,
             forwarder: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
-            exit_cause: OnceLock::new(),
+            exit: ExitLatch::default(),
             exit_reason: OnceLock::new(),
-            exit_notify: Notify::new(),
             frozen: AtomicBool::new(false),
             pauses: AtomicU64::new(0),
             destroyed: AtomicBool::new(false),
@@ -166,11 +164,10 @@ impl VmSandbox {
     }
 
     fn mark_exited(&self, cause: ExitCause, reason: String) {
-        if self.exit_cause.set(cause).is_ok() {
+        if self.exit.set(cause) {
             tracing::debug!(instance = %self.id, "{reason}");
             let _ = self.exit_reason.set(reason);
         }
-        self.exit_notify.notify_waiters();
     }
 }
 
@@ -302,17 +299,11 @@ impl Sandbox for VmSandbox {
     }
 
     async fn exited(&self) {
-        loop {
-            let notified = self.exit_notify.notified();
-            if self.exit_cause.get().is_some() {
-                return;
-            }
-            notified.await;
-        }
+        self.exit.wait().await
     }
 
     fn exit_cause(&self) -> Option<ExitCause> {
-        self.exit_cause.get().copied()
+        self.exit.get()
     }
 
     async fn destroy(&self) {

@@ -2,7 +2,7 @@
 //! partitions, of which some are being released. A start reserves its partition here first
 //! and waits, boundedly, for releases in flight when the budget is full.
 
-use icebox_sandbox::MemoryBudget;
+use icebox_sandbox_api::MemoryBudget;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -143,7 +143,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    const MIB: u64 = 1 << 20;
+    use icebox_core::units::MIB;
 
     #[tokio::test]
     async fn a_reservation_waits_for_a_release_then_proceeds() {

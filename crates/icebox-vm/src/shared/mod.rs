@@ -29,7 +29,7 @@ use crate::accel::{self, Accel};
 use crate::image::GuestImage;
 use async_trait::async_trait;
 use common::{Common, VmEntry};
-use icebox_sandbox::{InstanceSpec, MemoryBudget, Sandbox, SandboxBackend, SandboxError};
+use icebox_sandbox_api::{InstanceSpec, MemoryBudget, Sandbox, SandboxBackend, SandboxError};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -191,7 +191,7 @@ impl SandboxBackend for SharedBackend {
 
     async fn start(&self, spec: InstanceSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
         if spec.network {
-            return Err(SandboxError::StartFailed(
+            return Err(SandboxError::Unsupported(
                 "the vm-shared backend gives instances no network (the action asks for it)".into(),
             ));
         }

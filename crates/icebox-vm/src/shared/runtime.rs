@@ -9,7 +9,7 @@ use super::common::Common;
 use crate::image::GuestImage;
 use icebox_guest::protocol::{Event, StartRequest};
 use icebox_guest::{AgentClient, EventStream};
-use icebox_sandbox::{InstanceSpec, SandboxError};
+use icebox_sandbox_api::{InstanceSpec, SandboxError};
 use std::time::{Duration, Instant};
 
 pub(super) use crate::backend::guest_start_request as start_request;

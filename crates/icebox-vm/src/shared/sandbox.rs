@@ -8,13 +8,14 @@ use async_trait::async_trait;
 use icebox_core::MemoryStats;
 use icebox_guest::protocol::{InstanceStats, StartRequest};
 use icebox_guest::{AgentError, Forwarder};
-use icebox_sandbox::{ExitCause, LogCollector, RuntimeClient, Sandbox, SandboxError};
+use icebox_sandbox_api::ExitLatch;
+use icebox_sandbox_api::{ExitCause, LogCollector, RuntimeClient, Sandbox, SandboxError};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::sync::{watch, Notify, OnceCell};
+use tokio::sync::{watch, OnceCell};
 use tokio::task::JoinHandle;
 
 pub struct SharedSandbox {
@@ -27,9 +28,8 @@ pub struct SharedSandbox {
     plug: PlugReport,
     forwarder: Mutex<Option<Forwarder>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    exit_cause: OnceLock<ExitCause>,
+    exit: ExitLatch,
     exit_reason: OnceLock<String>,
-    exit_notify: Notify,
     /// The agent's `stop`, done once: how long it took (ms).
     stopped: OnceCell<f64>,
     destroyed: AtomicBool,
@@ -54,9 +54,8 @@ impl SharedSandbox {
             plug,
             forwarder: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
-            exit_cause: OnceLock::new(),
+            exit: ExitLatch::default(),
             exit_reason: OnceLock::new(),
-            exit_notify: Notify::new(),
             stopped: OnceCell::new(),
             destroyed: AtomicBool::new(false),
             reclaim: watch::channel(None).0,
@@ -110,21 +109,19 @@ impl SharedSandbox {
         request: &StartRequest,
     ) -> Result<(), SandboxError> {
         let agent = &self.vm.vm().agent;
-        let failed = |what: &str, e: AgentError| SandboxError::StartFailed(format!("{what}: {e}"));
         match agent.start(request).await {
             Ok(_) => {}
-            Err(AgentError::Refused(why)) => return Err(SandboxError::StartFailed(why)),
             Err(AgentError::Timeout(t)) => {
                 return Err(SandboxError::StartTimeout(t.as_millis() as u64))
             }
-            Err(e) => return Err(failed("start", e)),
+            Err(e) => return Err(SandboxError::agent("start", e)),
         }
         let mut tasks = Vec::new();
         for (fd, stream) in [(1u8, 0usize), (2, 1)] {
             let output = agent
                 .open_output(&self.id, fd)
                 .await
-                .map_err(|e| failed("output", e))?;
+                .map_err(|e| SandboxError::agent("output", e))?;
             let logs = self.logs.clone();
             tasks.push(tokio::spawn(async move { logs.pump(output, stream).await }));
         }
@@ -132,19 +129,18 @@ impl SharedSandbox {
         let forwarder = Forwarder::serve(agent.clone(), &self.id, &self.socket)?;
         *self.forwarder.lock().unwrap() = Some(forwarder);
         if !self.client.wait_ready(Duration::from_secs(10)).await {
-            return Err(SandboxError::StartFailed(
-                "the host socket forwarder does not accept".into(),
-            ));
+            return Err(SandboxError::Other(anyhow::anyhow!(
+                "the host socket forwarder does not accept"
+            )));
         }
         Ok(())
     }
 
     pub(super) fn mark_exited(&self, cause: ExitCause, reason: String) {
-        if self.exit_cause.set(cause).is_ok() {
+        if self.exit.set(cause) {
             tracing::debug!(instance = %self.id, "{reason}");
             let _ = self.exit_reason.set(reason);
         }
-        self.exit_notify.notify_waiters();
     }
 
     /// Stop the runtime in the guest (its cgroup killed and empty), keeping its partition
@@ -242,17 +238,11 @@ impl Sandbox for SharedSandbox {
     }
 
     async fn exited(&self) {
-        loop {
-            let notified = self.exit_notify.notified();
-            if self.exit_cause.get().is_some() {
-                return;
-            }
-            notified.await;
-        }
+        self.exit.wait().await
     }
 
     fn exit_cause(&self) -> Option<ExitCause> {
-        self.exit_cause.get().copied()
+        self.exit.get()
     }
 
     /// Stop the runtime, then unplug its partition in the background: the partition's memory

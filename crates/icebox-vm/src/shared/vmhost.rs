@@ -13,7 +13,7 @@ use crate::qemu::VmConfig;
 use crate::vm::{Vm, VmPaths};
 use icebox_guest::protocol::{Event, InstanceStats, Stats};
 use icebox_guest::{AgentError, EventStream};
-use icebox_sandbox::{ExitCause, InstanceSpec, SandboxError};
+use icebox_sandbox_api::{ExitCause, InstanceSpec, SandboxError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -63,8 +63,8 @@ struct GuestStats {
     refreshing: bool,
 }
 
-fn failed(what: &str, e: impl std::fmt::Display) -> SandboxError {
-    SandboxError::StartFailed(format!("{what}: {e}"))
+fn failed(what: &'static str, e: impl std::error::Error + Send + Sync + 'static) -> SandboxError {
+    SandboxError::agent(what, e)
 }
 
 impl SharedVm {
@@ -126,7 +126,7 @@ impl SharedVm {
         config.tcg_tb_mib = cfg.tcg_tb_mib;
         let vm = Vm::boot(&cfg.qemu, config, VmPaths::new(dir), cfg.boot_timeout)
             .await
-            .map_err(|e| failed("the VM did not boot", e))?;
+            .map_err(|e| SandboxError::VmBoot(Box::new(e)))?;
         let agent = vm.agent.clone();
         agent
             .set_time(SystemTime::now())
@@ -227,7 +227,7 @@ impl SharedVm {
         self.common
             .reserve(bytes, deadline)
             .await
-            .map_err(|e| SandboxError::StartFailed(e.to_string()))?;
+            .map_err(|e| SandboxError::NoCapacity(e.to_string()))?;
         let p = match self.claim(&spec.id, bytes, deadline).await {
             Ok(p) => p,
             Err(e) => {
@@ -249,10 +249,11 @@ impl SharedVm {
         if let Err(e) = plugged {
             // Whatever did get plugged goes back the normal way.
             self.release(p, &spec.id, 0.0).await;
-            return Err(failed(
-                &format!("plugging partition {p} of VM {}", self.id),
-                e,
-            ));
+            return Err(SandboxError::Partition {
+                vm: self.id.clone(),
+                partition: p,
+                source: e.into(),
+            });
         }
         let plug = PlugReport {
             vm: self.id.clone(),
@@ -280,7 +281,7 @@ impl SharedVm {
             sandbox.start_runtime(&request).await
         };
         if let Err(e) = started.await {
-            icebox_sandbox::Sandbox::destroy(sandbox.as_ref()).await;
+            icebox_sandbox_api::Sandbox::destroy(sandbox.as_ref()).await;
             return Err(e);
         }
         tracing::info!(
@@ -305,18 +306,17 @@ impl SharedVm {
             {
                 let mut slots = self.slots.lock().unwrap();
                 if slots.is_closed() {
-                    return Err(SandboxError::StartFailed(format!(
-                        "VM {} ended: {}",
-                        self.id,
-                        self.ended().unwrap_or("shut down")
-                    )));
+                    return Err(SandboxError::VmEnded {
+                        vm: self.id.clone(),
+                        why: self.ended().unwrap_or("shut down").to_string(),
+                    });
                 }
                 if let Some(p) = slots.claim(instance, bytes) {
                     *self.idle_since.lock().unwrap() = None;
                     return Ok(p);
                 }
                 if !slots.any_coming_free() {
-                    return Err(SandboxError::StartFailed(format!(
+                    return Err(SandboxError::NoCapacity(format!(
                         "all {} partitions of VM {} ({}) hold live instances (--vm-partitions)",
                         self.layout.partitions, self.id, self.key.action
                     )));
@@ -326,7 +326,7 @@ impl SharedVm {
                 .await
                 .is_err()
             {
-                return Err(SandboxError::StartFailed(format!(
+                return Err(SandboxError::NoCapacity(format!(
                     "no partition of VM {} ({}) became free within {:?}",
                     self.id,
                     self.key.action,
@@ -613,7 +613,7 @@ impl SharedVm {
 
 fn check_socket_path(path: &Path) -> Result<(), SandboxError> {
     if path.as_os_str().len() > SUN_PATH_MAX {
-        return Err(SandboxError::StartFailed(format!(
+        return Err(SandboxError::Unsupported(format!(
             "{} is too long for a UNIX socket path: use a shorter state directory",
             path.display()
         )));

@@ -109,6 +109,7 @@ mod tests {
             MemoryImage {
                 bytes: 1 << 20,
                 data_pages: 0,
+                crc32: Default::default(),
             },
             StateImage {
                 bytes: 0,

@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-pub const PAGE: u64 = 4096;
+pub use icebox_core::units::PAGE;
 /// Bytes read or written per system call when streaming a file.
 const CHUNK: usize = 1 << 20;
 
@@ -183,6 +183,7 @@ pub struct Residency {
 
 // SAFETY: the mapping is read-only and only passed to mincore, never dereferenced.
 unsafe impl Send for Residency {}
+// SAFETY: shared references only pass the address to mincore, which reads no memory through it.
 unsafe impl Sync for Residency {}
 
 impl Residency {

@@ -3,6 +3,7 @@
 //! their recorded sizes (and the device state against its checksum) before QEMU sees them:
 //! a different guest image, QEMU, accelerator, memory size or runtime is never restored.
 
+use super::integrity::ChunkSums;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,7 +14,8 @@ pub const META_FILE: &str = "snapshot.json";
 pub const MEMORY_FILE: &str = "memory";
 /// QEMU's device state (the migration stream without RAM).
 pub const STATE_FILE: &str = "state";
-const FORMAT: u32 = 1;
+/// 2: the RAM image carries its chunk checksums.
+const FORMAT: u32 = 2;
 
 /// Everything a restored VM must share with the VM that was snapshotted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,6 +61,8 @@ pub struct MemoryImage {
     pub bytes: u64,
     /// Pages with data (the rest are holes, read as zeros without touching the disk).
     pub data_pages: u64,
+    /// CRC-32 of each 64 KiB chunk with data, checked before QEMU maps the file.
+    pub crc32: ChunkSums,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,7 +101,7 @@ impl SnapshotMeta {
         SnapshotMeta {
             format: FORMAT,
             backend: "vm".into(),
-            id: format!("{:016x}", rand_u64()),
+            id: icebox_core::ids::random_hex128(),
             fingerprint,
             guest_instance,
             memory,
@@ -165,20 +169,6 @@ pub fn fnv1a(bytes: &[u8]) -> String {
     format!("{hash:016x}")
 }
 
-fn rand_u64() -> u64 {
-    let mut buf = [0u8; 8];
-    // SAFETY: getrandom fills the buffer it is given.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if n != buf.len() as isize {
-        // Uniqueness is all that matters here: time and pid will do.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        return t.as_nanos() as u64 ^ ((std::process::id() as u64) << 40);
-    }
-    u64::from_ne_bytes(buf)
-}
-
 /// The first line of `qemu --version`, asked once per binary.
 pub fn qemu_version(qemu: &str) -> Result<String, String> {
     static KNOWN: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
@@ -244,6 +234,7 @@ mod tests {
             MemoryImage {
                 bytes: 1 << 20,
                 data_pages: 0,
+                crc32: Default::default(),
             },
             StateImage {
                 bytes: state.len() as u64,

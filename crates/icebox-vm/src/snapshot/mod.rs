@@ -10,6 +10,7 @@
 //! A snapshot directory holds `snapshot.json` ([`meta`]), `memory`, `state` and, once
 //! recorded, `loadset.json`.
 
+pub mod integrity;
 pub mod loader;
 pub mod loadset_file;
 pub mod memfile;
@@ -25,7 +26,7 @@ pub use restored::{Ready, Restored, Steps};
 use crate::backend::{VmBackend, VmSandbox};
 use async_trait::async_trait;
 use icebox_core::{LoadingSetInfo, RestoreMode, SnapshotInfo};
-use icebox_sandbox::{InstanceSpec, Sandbox, SandboxError, Snapshots};
+use icebox_sandbox_api::{InstanceSpec, Sandbox, SandboxError, Snapshots};
 use meta::{Fingerprint, SnapshotMeta, MEMORY_FILE};
 use std::path::Path;
 use std::sync::Arc;
@@ -51,7 +52,7 @@ fn ours(sandbox: &Arc<dyn Sandbox>) -> Result<&VmSandbox, SandboxError> {
     sandbox
         .as_any()
         .downcast_ref::<VmSandbox>()
-        .ok_or_else(|| SandboxError::Other(anyhow::anyhow!("not an instance of the vm backend")))
+        .ok_or_else(|| SandboxError::Snapshot("not an instance of the vm backend".into()))
 }
 
 #[async_trait]
@@ -85,7 +86,7 @@ impl Snapshots for VmBackend {
         sandbox: &Arc<dyn Sandbox>,
         dir: &Path,
     ) -> Result<LoadingSetInfo, SandboxError> {
-        let failed = |e: String| SandboxError::Other(anyhow::anyhow!("{e}"));
+        let failed = SandboxError::Snapshot;
         let vm = ours(sandbox)?;
         let restored = vm
             .restored_state()

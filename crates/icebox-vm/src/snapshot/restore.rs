@@ -14,23 +14,20 @@ use super::memfile::{self, Residency, PAGE};
 use super::meta::{SnapshotMeta, MEMORY_FILE, STATE_FILE};
 use super::record::Recorder;
 use super::restored::{Ready, Restored, Steps};
-use super::{fingerprint, loadset_file};
+use super::{fingerprint, integrity, loadset_file};
 use crate::backend::{orphans, runtime_name, VmBackend, VmSandbox};
 use crate::qemu::MemoryBackend;
 use crate::vm::{BootError, Vm, VmPaths};
 use icebox_core::RestoreMode;
 use icebox_guest::AgentError;
-use icebox_sandbox::{InstanceSpec, Sandbox, SandboxError};
+use icebox_sandbox_api::{InstanceSpec, Sandbox, SandboxError};
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 fn refused(dir: &Path, why: impl std::fmt::Display) -> SandboxError {
-    SandboxError::StartFailed(format!(
-        "cannot restore the VM snapshot in {}: {why}",
-        dir.display()
-    ))
+    SandboxError::restore("VM", dir, why)
 }
 
 fn ms(since: Instant) -> f64 {
@@ -44,7 +41,7 @@ pub async fn restore(
     mode: RestoreMode,
 ) -> Result<Arc<dyn Sandbox>, SandboxError> {
     if spec.network {
-        return Err(SandboxError::StartFailed(
+        return Err(SandboxError::Unsupported(
             "the vm backend gives instances no network (the action asks for it)".into(),
         ));
     }
@@ -55,6 +52,20 @@ pub async fn restore(
     let meta = SnapshotMeta::open(dir, &expected).map_err(|e| refused(dir, e))?;
     let memory_path = dir.join(MEMORY_FILE);
     let memory = File::open(&memory_path).map_err(|e| refused(dir, e))?;
+    let t_verify = Instant::now();
+    let checked = {
+        let (path, file) = (
+            memory_path.clone(),
+            memory.try_clone().map_err(|e| refused(dir, e))?,
+        );
+        let (id, sums) = (meta.id.clone(), meta.memory.crc32.clone());
+        tokio::task::spawn_blocking(move || integrity::verify(&path, &id, &file, &sums))
+            .await
+            .map_err(|e| refused(dir, e))?
+            .map_err(|e| refused(dir, e))?
+    };
+    let verify_ms = ms(t_verify);
+    tracing::debug!(dir = %dir.display(), ?checked, verify_ms, "VM snapshot RAM checked");
     let prefetch = prefetch_ranges(mode, dir, &meta, &memory).map_err(|e| refused(dir, e))?;
     let prefetch_pages = prefetch
         .as_ref()
@@ -83,6 +94,7 @@ pub async fn restore(
     };
     let mut steps = Steps {
         prepare: ms(t0),
+        verify: verify_ms,
         ..Default::default()
     };
 

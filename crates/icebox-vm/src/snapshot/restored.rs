@@ -14,6 +14,9 @@ use std::sync::OnceLock;
 pub struct Steps {
     /// Snapshot checks, loading set, loader or recorder started.
     pub prepare: f64,
+    /// Of `prepare`: checking the RAM image's checksums (near 0 when it passed before and
+    /// was not written since).
+    pub verify: f64,
     /// QEMU started and the device state loaded.
     pub incoming: f64,
     /// Waiting for the loader before `cont` (eager, REAP).

@@ -3,12 +3,12 @@
 //! device state is migrated into a file with `x-ignore-shared` (the RAM is the shared file,
 //! not part of the stream), and the RAM file is copied beside it, sparse.
 
-use super::memfile;
 use super::meta::{self, MemoryImage, SnapshotMeta, StateImage, MEMORY_FILE, STATE_FILE};
+use super::{integrity, memfile};
 use crate::backend::{VmBackend, VmSandbox};
 use crate::qmp::shell_quote;
 use icebox_core::SnapshotInfo;
-use icebox_sandbox::SandboxError;
+use icebox_sandbox_api::SandboxError;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ pub async fn take(
     dir: &Path,
 ) -> Result<SnapshotInfo, SandboxError> {
     let t0 = Instant::now();
-    let failed = |what: &str, e: String| SandboxError::Other(anyhow::anyhow!("{what}: {e}"));
+    let failed = |what: &str, e: String| SandboxError::Snapshot(format!("{what}: {e}"));
     let source = sandbox.snapshot_source().cloned().ok_or_else(|| {
         failed(
             "cannot snapshot this VM",
@@ -66,11 +66,16 @@ pub async fn take(
         .await
         .map_err(|e| failed("saving the device state", e))?;
     let memory = dir.join(MEMORY_FILE);
-    let copied =
-        tokio::task::spawn_blocking(move || memfile::copy_sparse(&source.ram_file, &memory))
-            .await
-            .map_err(|e| failed("copying the RAM", e.to_string()))?
-            .map_err(|e| failed("copying the RAM", e.to_string()))?;
+    // The sums are taken from the copy, which is what a restore reads (and is in the page
+    // cache, just written).
+    let (copied, crc32) = tokio::task::spawn_blocking(move || {
+        let copied = memfile::copy_sparse(&source.ram_file, &memory)?;
+        let sums = integrity::sums_of(&std::fs::File::open(&memory)?)?;
+        std::io::Result::Ok((copied, sums))
+    })
+    .await
+    .map_err(|e| failed("copying the RAM", e.to_string()))?
+    .map_err(|e| failed("copying the RAM", e.to_string()))?;
     let state_bytes =
         std::fs::read(&state).map_err(|e| failed("reading the device state", e.to_string()))?;
     std::fs::File::open(&state)
@@ -83,6 +88,7 @@ pub async fn take(
         MemoryImage {
             bytes: copied.bytes,
             data_pages: copied.data_pages,
+            crc32,
         },
         StateImage {
             bytes: state_bytes.len() as u64,

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use icebox_sandbox::{InstanceSpec, Runtimes, Sandbox};
+use icebox_sandbox_api::{InstanceSpec, Runtimes, Sandbox};
 use icebox_vm::{Accel, AccelChoice, GuestImage, VmBackend, VmBackendConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

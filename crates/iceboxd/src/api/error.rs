@@ -52,7 +52,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let code = format!("{:032x}", rand::random::<u128>());
+        let code = icebox_core::ids::random_hex128();
         let mut resp = (
             self.status,
             Json(json!({"error": self.message, "code": code})),

@@ -111,7 +111,7 @@ pub async fn put(
         Ok::<_, crate::registry::RegistryError>(row)
     })
     .await??;
-    state.tenants.reload(&state.registry)?;
+    reload(&state).await?;
     Ok(Json(namespace_json(&state, &row)))
 }
 
@@ -172,7 +172,7 @@ pub async fn delete(
     let registry = state.registry.clone();
     let ns = name.clone();
     tokio::task::spawn_blocking(move || registry.delete_namespace(&ns)).await??;
-    state.tenants.reload(&state.registry)?;
+    reload(&state).await?;
     Ok(Json(
         json!({"namespace": name, "deleted": true, "actions": fqns.len()}),
     ))
@@ -188,10 +188,12 @@ pub async fn create_key(
     if !state.tenants.exists(&name) {
         return Err(not_found(&name));
     }
-    let key = state
-        .tenants
-        .create_key(&state.registry, &name)
-        .map_err(ApiError::internal)?;
+    let key = {
+        let state = state.clone();
+        tokio::task::spawn_blocking(move || state.tenants.create_key(&state.registry, &name))
+            .await?
+            .map_err(ApiError::internal)?
+    };
     Ok(Json(json!({
         "namespace": key.namespace,
         "uuid": key.uuid,
@@ -216,10 +218,17 @@ pub async fn revoke_key(
             let registry = state.registry.clone();
             let id = uuid.clone();
             tokio::task::spawn_blocking(move || registry.delete_key(&id)).await??;
-            state.tenants.reload(&state.registry)?;
+            reload(&state).await?;
             Ok(Json(
                 json!({"uuid": uuid, "namespace": namespace, "revoked": true}),
             ))
         }
     }
+}
+
+/// The key and quota tables again from the registry, off the async threads (SQLite blocks).
+async fn reload(state: &AppState) -> Result<(), ApiError> {
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || state.tenants.reload(&state.registry)).await??;
+    Ok(())
 }

@@ -1,6 +1,7 @@
 //! Why the pool could not give an activation an instance. Typed all the way to the API, where
 //! `From<InvokeError> for ApiError` (invoker.rs) maps each to its one HTTP answer.
 
+use icebox_core::ErrorKind;
 use icebox_sandbox::{RuntimeError, SandboxError};
 use std::time::Duration;
 
@@ -49,6 +50,17 @@ pub enum StartError {
     },
 }
 
+impl StartError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StartError::NotInstalled(_) => ErrorKind::NotInstalled,
+            StartError::Isolation(_) => ErrorKind::IsolationUnavailable,
+            StartError::Sandbox { source, .. } => source.kind(),
+            StartError::Thaw { .. } => ErrorKind::Thaw,
+        }
+    }
+}
+
 /// The messages are OpenWhisk's: they become the activation record's `error`.
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
@@ -64,6 +76,18 @@ pub enum InitError {
     /// The runtime answered /init with an error: its message.
     #[error("Initialization has failed due to: {0}")]
     Refused(String),
+}
+
+impl InitError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            InitError::Timeout(_) => ErrorKind::InitTimeout,
+            InitError::Exited(_) => ErrorKind::InitExited,
+            InitError::TooLarge => ErrorKind::InitTooLarge,
+            InitError::Runtime(_) => ErrorKind::InitConnection,
+            InitError::Refused(_) => ErrorKind::InitRefused,
+        }
+    }
 }
 
 fn with_space(output: &str) -> String {

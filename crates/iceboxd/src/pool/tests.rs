@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::Semaphore;
 
-const MIB: u64 = 1 << 20;
+use icebox_core::units::MIB;
 
 #[derive(Default)]
 pub(super) struct Counters {

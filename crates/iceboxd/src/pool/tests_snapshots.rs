@@ -38,7 +38,11 @@ impl Snapshots for FakeBackend {
         mode: RestoreMode,
     ) -> Result<Arc<dyn Sandbox>, SandboxError> {
         if !dir.join(SNAPSHOT_FILE).exists() {
-            return Err(SandboxError::StartFailed("the snapshot is missing".into()));
+            return Err(SandboxError::restore(
+                "test",
+                std::path::Path::new("/none"),
+                "the snapshot is missing",
+            ));
         }
         self.counters.restores.lock().unwrap().push(mode);
         self.start(spec).await

@@ -131,7 +131,7 @@ impl Registry {
         let conn = self.conn();
         conn.execute(
             "INSERT INTO meta (key, value) VALUES ('registry_id', ?1) ON CONFLICT (key) DO NOTHING",
-            [format!("{:032x}", rand::random::<u128>())],
+            [icebox_core::ids::random_hex128()],
         )?;
         Ok(conn.query_row(
             "SELECT value FROM meta WHERE key = 'registry_id'",

@@ -51,7 +51,7 @@ fn rewrite(buf: &[u8]) -> Option<Vec<u8>> {
     }
     let body = serde_json::json!({
         "error": msg,
-        "code": format!("{:032x}", rand::random::<u128>()),
+        "code": icebox_core::ids::random_hex128(),
     })
     .to_string();
     let at = lower.find("\r\ncontent-length: 0\r\n")?;

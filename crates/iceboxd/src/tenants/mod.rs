@@ -86,7 +86,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn new_salt() -> String {
-    format!("{:032x}", rand::random::<u128>())
+    icebox_core::ids::random_hex128()
 }
 
 fn row_for(key: &ApiKey, admin: bool) -> KeyRow {

@@ -118,8 +118,9 @@ pub fn set_time(unix_nanos: u64) -> std::io::Result<()> {
 }
 
 pub fn kernel_release() -> String {
-    // SAFETY: uname fills a zeroed struct.
+    // SAFETY: utsname is arrays of c_char, for which all zero bytes is a valid value.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: uname only writes into the struct we pass, which is valid and ours for the call.
     if unsafe { libc::uname(&mut u) } != 0 {
         return String::new();
     }

@@ -3,7 +3,7 @@ use crate::clock::{Clock, ManualClock};
 use crate::desiccant::profile::{EstimateSource, Profile};
 use crate::testutil::SplitMix64;
 
-const MIB: u64 = 1024 * 1024;
+use icebox_core::units::MIB;
 
 fn candidate(id: &str, action: &str, memory_mib: u64, frozen_since: Option<Millis>) -> Candidate {
     Candidate {

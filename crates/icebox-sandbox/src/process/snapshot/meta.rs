@@ -5,7 +5,7 @@
 //! its bytes are restored.
 
 use crate::manifest::RuntimeManifest;
-use crate::sandbox::InstanceSpec;
+use crate::InstanceSpec;
 use icebox_snap::checksum::{self, FileSums};
 use icebox_snap::compact::CompactStats;
 use icebox_snap::fingerprint::{kernel_release, Fingerprint};

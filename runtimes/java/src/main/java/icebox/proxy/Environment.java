@@ -86,6 +86,8 @@ final class Environment {
         perThread.clearForThisThread();
     }
 
+    // The cast cannot be checked (Field.get returns Object), but the field is the map behind
+    // System.getenv(), which the JDK declares Map<String, String>.
     @SuppressWarnings("unchecked")
     private static Map<String, String> writable() {
         if (writable == null) {

@@ -338,7 +338,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_gigabyte_without_newline_is_held_in_bounded_memory_and_ends_at_its_sentinel() {
-        const GIB: u64 = 1 << 30;
+        use icebox_core::units::GIB;
         let c = std::sync::Arc::new(LogCollector::new());
         let end = format!("{SENTINEL}\n").leak().as_bytes();
         let mut flood = Flood {

@@ -41,17 +41,7 @@ pub enum ExitCause {
     Exited,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum SandboxError {
-    #[error("runtime did not become ready within {0} ms")]
-    StartTimeout(u64),
-    #[error("runtime exited during start-up: {0}")]
-    StartFailed(String),
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    #[error("{0}")]
-    Other(#[from] anyhow::Error),
-}
+pub use crate::error::SandboxError;
 
 /// One running action proxy. Implementations must make `freeze`/`thaw` cheap (they sit on
 /// the warm path) and `destroy` idempotent.
