@@ -22,7 +22,12 @@ const seeds = require('./seeds');
 const IVM_DIR = path.join(__dirname, '..', 'isolates', 'node_modules', 'isolated-vm');
 // isolated-vm's own default, for an instance started without ICEBOX_ISOLATE_MEMORY_MB.
 const DEFAULT_MEMORY_MB = 128;
-const BOOTSTRAP = fs.readFileSync(path.join(__dirname, 'v8-bootstrap.js'), 'utf8');
+// One script of the bootstrap and its parts, compiled (and code-cached) as a whole: an
+// expression for a function (host, options) => the isolate's API.
+const part = (name) => fs.readFileSync(path.join(__dirname, name), 'utf8').trim().replace(/;$/, '');
+const BOOTSTRAP = `((bootstrap, parts) => (host, options) => bootstrap(host, options, parts))(
+${part('v8-bootstrap.js')},
+{ web: ${part('v8-web.js')}, node: ${part('v8-node-modules.js')} })`;
 const SHARED_API = `(request) => { ${keyOf}\n${checkUpdater}\nreturn (${remoteSharedApi})(request); }`;
 const COPY_IN_OUT = { arguments: { copy: true }, result: { copy: true, promise: true } };
 // An isolate that an activation left holding more than this in ArrayBuffers outside its heap

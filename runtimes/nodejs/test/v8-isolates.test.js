@@ -304,3 +304,19 @@ test('without --no-node-snapshot the v8 engine refuses at /init and says why', a
   assert.equal(init.status, 502);
   assert.match(init.body.error, /--no-node-snapshot/);
 });
+
+test("the thesis' benchmark functions give the same results in V8 isolates as in Workers", async (t) => {
+  const fs = require('node:fs');
+  const path = require('node:path');
+  for (const name of ['filehash', 'rest-login', 'memalloc', 'image']) {
+    const code = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'functions', 'nodejs', `${name}.js`), 'utf8');
+    const bodies = [];
+    for (const engine of ['v8', 'worker']) {
+      const proxy = await v8Proxy(t, { code }, { ICEBOX_ISOLATE_ENGINE: engine });
+      const res = await proxy.run({});
+      assert.equal(res.status, 200, `${name} (${engine}): ${res.text}`);
+      bodies.push(res.body);
+    }
+    assert.deepEqual(bodies[0], bodies[1], name);
+  }
+});
