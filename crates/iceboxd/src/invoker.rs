@@ -334,7 +334,6 @@ async fn run(inv: &Invocation, lease: Lease, budget: &Arc<OutputBudget>) -> Deli
         return Delivery::Undelivered;
     }
     let marks = sandbox.logs().marks();
-    let oom_kills = sandbox.oom_kills();
     // A runtime that runs activations side by side ends one past its deadline itself (504),
     // so its neighbours live on; the daemon only gives up on the instance if it does not.
     let timeout = Duration::from_millis(action.limits.timeout)
@@ -406,7 +405,12 @@ async fn run(inv: &Invocation, lease: Lease, budget: &Arc<OutputBudget>) -> Deli
             let _ = tokio::time::timeout(Duration::from_millis(500), sandbox.exited()).await;
             // An OOM kill during this activation is the cause even when the runtime's exit is
             // not seen yet (a cgroup full of tmpfs pages is slow to die) or was another one.
-            let cause = if sandbox.oom_kills() > oom_kills {
+            let kills = sandbox.oom_kills();
+            let seen = lease
+                .instance
+                .oom_kills_seen
+                .swap(kills, std::sync::atomic::Ordering::Relaxed);
+            let cause = if kills > seen {
                 Some(ExitCause::OutOfMemory)
             } else {
                 sandbox.exit_cause()

@@ -9,15 +9,12 @@ pub(crate) mod detach;
 pub(crate) mod events;
 pub(crate) mod invoker;
 pub(crate) mod metrics;
-pub(crate) mod offload_metrics;
 pub(crate) mod open_files;
-pub(crate) mod partition_events;
 pub(crate) mod pool;
 pub(crate) mod recorder;
 pub(crate) mod registry;
 pub(crate) mod serve;
 pub mod server;
-pub(crate) mod snapshot_metrics;
 pub(crate) mod state;
 pub(crate) mod tenants;
 

@@ -134,7 +134,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let _partition_events = vm_shared
         .1
         .as_ref()
-        .map(|b| crate::partition_events::spawn_forwarder(b, events.clone(), metrics.clone()));
+        .map(|b| crate::metrics::partitions::spawn_forwarder(b, events.clone(), metrics.clone()));
     let vm_shared = vm_shared.0;
     let backends = crate::pool::backends::Backends::new(
         cfg.isolation.default_isolation(),

@@ -12,7 +12,7 @@ use crate::metrics::KindLabel;
 use icebox_core::{ActionSpec, EventKind, InstanceState};
 use icebox_sandbox::{InstanceSpec, Sandbox};
 use serde_json::json;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -236,6 +236,7 @@ impl Pool {
         sandbox.logs().set_limit(action.limits.logs_bytes());
         Arc::new(Instance {
             id: sandbox.id().to_string(),
+            oom_kills_seen: AtomicU64::new(sandbox.oom_kills()),
             action: action.clone(),
             fqn: action.fqn(),
             sandbox,

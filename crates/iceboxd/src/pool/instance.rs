@@ -4,7 +4,7 @@ use icebox_core::{ActionSpec, InstanceState, MemoryStats, RestoreMode};
 use icebox_policy::Millis;
 use icebox_sandbox::Sandbox;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -36,6 +36,11 @@ pub struct Instance {
     pub restore: Option<Restore>,
     /// Its first activation is being recorded for the snapshot's loading set (FaaSnap).
     pub recording: AtomicBool,
+    /// The instance cgroup's OOM-kill count when a failed activation last looked (or at start):
+    /// a failure with more kills than this was an OOM kill. Read only when an activation
+    /// fails, to keep a file read off the warm path; so a kill during an activation that still
+    /// succeeded (a child process of the action, say) is counted for the next one that fails.
+    pub oom_kills_seen: AtomicU64,
 }
 
 /// How an instance came from its action's snapshot.

@@ -4,8 +4,8 @@
 //! has waited longer than the action's p99 reuse interval.
 
 use super::background::at_low_priority;
+use crate::metrics::offload::{BarrierLabel, StepLabel};
 use crate::metrics::ReasonLabel;
-use crate::offload_metrics::{BarrierLabel, StepLabel};
 use crate::pool::{Instance, Pool};
 use icebox_core::{EventKind, InstanceState};
 use icebox_mem::{OffloadReport, Puckets};

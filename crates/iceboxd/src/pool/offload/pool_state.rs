@@ -3,7 +3,7 @@
 //! (swapoff'ed or removed under us) offloading stops, instances keep running, and the node
 //! says why (health `degraded`, `pool.error`).
 
-use crate::offload_metrics::{MeasureLabel, OffloadMetrics};
+use crate::metrics::offload::{MeasureLabel, OffloadMetrics};
 use icebox_core::PoolView;
 use icebox_mem::{OffloadPool, PoolSpec, PoolStats};
 use std::path::Path;

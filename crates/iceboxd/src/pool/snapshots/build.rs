@@ -242,6 +242,6 @@ async fn warm_up(
     Ok(())
 }
 
-fn result(r: &str) -> crate::snapshot_metrics::ResultLabel {
-    crate::snapshot_metrics::ResultLabel { result: r.into() }
+fn result(r: &str) -> crate::metrics::snapshots::ResultLabel {
+    crate::metrics::snapshots::ResultLabel { result: r.into() }
 }

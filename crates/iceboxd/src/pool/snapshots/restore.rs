@@ -237,8 +237,8 @@ async fn reseed(sandbox: &Arc<dyn Sandbox>, spec: &InstanceSpec) -> Result<(), S
     Ok(())
 }
 
-fn mode_label(mode: RestoreMode) -> crate::snapshot_metrics::ModeLabel {
-    crate::snapshot_metrics::ModeLabel {
+fn mode_label(mode: RestoreMode) -> crate::metrics::snapshots::ModeLabel {
+    crate::metrics::snapshots::ModeLabel {
         mode: mode.as_str().into(),
     }
 }

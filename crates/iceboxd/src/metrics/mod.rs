@@ -2,6 +2,10 @@
 //! where things happen; gauges of instances and memory by state are filled at scrape time
 //! from the pool's snapshot.
 
+pub mod offload;
+pub mod partitions;
+pub mod snapshots;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -74,9 +78,9 @@ pub struct Metrics {
     pub reclaimed_bytes: Counter,
     pub reclaim_cpu_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
     pub recorder: crate::recorder::RecorderMetrics,
-    pub offload: crate::offload_metrics::OffloadMetrics,
-    pub snapshots: crate::snapshot_metrics::SnapshotMetrics,
-    pub partitions: crate::partition_events::PartitionMetrics,
+    pub offload: crate::metrics::offload::OffloadMetrics,
+    pub snapshots: crate::metrics::snapshots::SnapshotMetrics,
+    pub partitions: crate::metrics::partitions::PartitionMetrics,
 }
 
 impl Metrics {
@@ -209,9 +213,9 @@ impl Metrics {
             "Activation records deleted to keep the registry within its byte budget",
             recorder.records_dropped.clone(),
         );
-        let offload = crate::offload_metrics::OffloadMetrics::register(&mut registry);
-        let snapshots = crate::snapshot_metrics::SnapshotMetrics::register(&mut registry);
-        let partitions = crate::partition_events::PartitionMetrics::register(&mut registry);
+        let offload = crate::metrics::offload::OffloadMetrics::register(&mut registry);
+        let snapshots = crate::metrics::snapshots::SnapshotMetrics::register(&mut registry);
+        let partitions = crate::metrics::partitions::PartitionMetrics::register(&mut registry);
         Metrics {
             partitions,
             snapshots,
