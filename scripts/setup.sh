@@ -91,6 +91,27 @@ fi
 # headers of the installed node. The proxy works without it (reclaim falls back to a gc()).
 runtimes/nodejs/addon/build.sh || say "warning: the Node.js reclaim addon did not build; Node reclaim falls back to gc()"
 
+# Isolate mode's v8 engine (docs/isolates.md): isolated-vm, compiled by node-gyp against the
+# headers of the installed node (its prebuilt binaries cannot be downloaded here), with the
+# versions pinned in runtimes/nodejs/isolates/package-lock.json. Stamps skip the ~2 min build
+# unless the lock or node's version changed.
+isolates=runtimes/nodejs/isolates
+node_bin=$(readlink -f "$(command -v node)")
+node_version=$("$node_bin" -p process.version)
+if [ ! -f "$isolates/node_modules/isolated-vm/out/isolated_vm.node" ] \
+    || ! cmp -s "$isolates/package-lock.json" "$isolates/node_modules/.icebox-lock" \
+    || [ "$(cat "$isolates/node_modules/.icebox-node" 2>/dev/null)" != "$node_version" ]; then
+  say "building isolated-vm into $isolates (node-gyp, about 2 min)"
+  (cd "$isolates" && npm_config_nodedir="$(dirname "$(dirname "$node_bin")")" npm_config_build_from_source=true \
+    npm ci --omit=dev --no-audit --no-fund --silent) \
+    || { say "isolated-vm did not build: isolate mode's v8 engine needs it (a C++ compiler, python3, node's headers)"; exit 1; }
+  # An npm that skips install scripts would leave the package without its binary.
+  [ -f "$isolates/node_modules/isolated-vm/out/isolated_vm.node" ] \
+    || { say "npm installed isolated-vm without building it (install scripts skipped?)"; exit 1; }
+  cp "$isolates/package-lock.json" "$isolates/node_modules/.icebox-lock"
+  echo "$node_version" >"$isolates/node_modules/.icebox-node"
+fi
+
 # The runtime directory is read-only inside sandboxes: precompile the Python proxy there.
 /usr/bin/python3 -m compileall -q runtimes/python >/dev/null
 

@@ -2,8 +2,9 @@
 
 An action's sharing mode is its `icebox.sharing` annotation; in isolate mode
 `icebox.isolate_memory` (MB), `icebox.isolate_pool` and `icebox.isolate_idle_ms` tune the
-Worker pool. `limits.concurrency` is how many activations one instance takes (process mode
-always takes one, so n concurrent activations start n instances).
+isolate pool, and `icebox.isolate_engine` (v8 or worker) says what an isolate is.
+`limits.concurrency` is how many activations one instance takes (process mode always takes
+one, so n concurrent activations start n instances).
 """
 
 from __future__ import annotations
@@ -31,18 +32,23 @@ def sharing_body(
     exec_body: dict | None = None,
 ) -> dict:
     """The action body of `spec` (or of `exec_body`) in `mode`. `isolate` may hold memory_mb,
-    pool, idle_ms (each only sent when not None)."""
+    pool, idle_ms, engine (each only sent when not None)."""
     body = action_body(spec) if spec is not None else {"exec": exec_body}
     limits = body.setdefault("limits", {})
     limits["concurrency"] = int(concurrency)
     if memory_mb is not None:
         limits["memory"] = int(memory_mb)
     annotations = [{"key": SHARING_ANNOTATION, "value": mode}]
-    names = {"memory_mb": "icebox.isolate_memory", "pool": "icebox.isolate_pool", "idle_ms": "icebox.isolate_idle_ms"}
+    names = {
+        "memory_mb": "icebox.isolate_memory",
+        "pool": "icebox.isolate_pool",
+        "idle_ms": "icebox.isolate_idle_ms",
+        "engine": "icebox.isolate_engine",
+    }
     if mode == "isolate":
         for key, value in (isolate or {}).items():
             if value is not None:
-                annotations.append({"key": names[key], "value": int(value)})
+                annotations.append({"key": names[key], "value": str(value) if key == "engine" else int(value)})
     if reclaim is not None:
         annotations.append({"key": "icebox.reclaim", "value": reclaim})
     body["annotations"] = annotations

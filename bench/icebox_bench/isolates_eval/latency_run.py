@@ -147,6 +147,7 @@ async def measure_teardown(
     isolate_memory_mb: int,
     memory_mb: int,
     variant: str | None = None,
+    engine: str | None = None,
     log=print,
 ) -> dict:
     action = "isolates-latency.teardown"
@@ -156,7 +157,7 @@ async def measure_teardown(
         concurrency=2,
         memory_mb=memory_mb,
         reclaim="desiccant",
-        isolate={"memory_mb": isolate_memory_mb, "pool": 1},
+        isolate={"memory_mb": isolate_memory_mb, "pool": 1, "engine": engine},
         exec_body={"kind": kind, "code": HOLD_SOURCE, "binary": False},
     )
     await deploy(client, action, body)

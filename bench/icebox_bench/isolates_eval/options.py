@@ -21,5 +21,7 @@ def mode_list(text) -> list[str]:
 
 
 def isolate_settings(s: dict) -> dict:
-    """The isolate-mode annotations from recipe settings (0 or absent: the daemon's default)."""
-    return {k: (int(s[f"isolate_{k}"]) if s.get(f"isolate_{k}") else None) for k in ("memory_mb", "pool", "idle_ms")}
+    """The isolate-mode annotations from recipe settings (0, "" or absent: the daemon's default)."""
+    out = {k: (int(s[f"isolate_{k}"]) if s.get(f"isolate_{k}") else None) for k in ("memory_mb", "pool", "idle_ms")}
+    out["engine"] = str(s["isolate_engine"]) if s.get("isolate_engine") else None
+    return out

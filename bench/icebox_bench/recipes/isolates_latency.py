@@ -86,6 +86,7 @@ class IsolatesLatency(Recipe):
                     isolate_memory_mb=int(s["teardown_isolate_memory_mb"]),
                     memory_mb=int(s["teardown_memory_mb"]),
                     variant=s.get("reclaim_variant") or None,
+                    engine=isolate_settings(s)["engine"],
                     log=ctx.log,
                 )
             except (IceboxError, RuntimeError, ValueError) as e:

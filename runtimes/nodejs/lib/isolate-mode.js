@@ -1,8 +1,9 @@
 'use strict';
-// ICEBOX_SHARING=isolate: the action runs in a pool of worker_threads isolates (one activation
-// per isolate at a time, each with its own heap and GC, limited to ICEBOX_ISOLATE_MEMORY_MB),
-// while the main thread, which only routes activations, is the shared isolate that keeps
-// icebox.shared state. Loaded on the first /init, so worker_threads costs nothing before.
+// ICEBOX_SHARING=isolate: the action runs in a pool of isolates (one activation per isolate at a
+// time, each with its own heap and GC, limited to ICEBOX_ISOLATE_MEMORY_MB): V8 isolates of
+// isolated-vm (ICEBOX_ISOLATE_ENGINE=v8, the default) or worker_threads Workers (=worker). The
+// main thread, which only routes activations, is the shared isolate that keeps icebox.shared
+// state. Loaded on the first /init, so neither engine costs anything before.
 
 const fs = require('fs');
 const {
@@ -32,7 +33,8 @@ async function init(body) {
     // The main thread runs no action code; the isolates' seeds are derived from its root.
     seeds.installMain();
     if (value.binary === true) dir = require('./archive').extract(value.code);
-    pool = new IsolatePool(config, { code: dir === null ? value.code : null, main, dir }, processStore());
+    const Isolate = config.isolateEngine === 'v8' ? require('./v8-isolate').V8Isolate : require('./worker-isolate').WorkerIsolate;
+    pool = new IsolatePool(config, { code: dir === null ? value.code : null, main, dir }, processStore(), Isolate);
     await pool.start();
     state = 'ready';
     return json(200, { ok: true });

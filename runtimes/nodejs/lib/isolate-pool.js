@@ -1,140 +1,31 @@
 'use strict';
-// Isolate mode's pool of worker isolates (the thesis' isolate pool, §3.4): each activation
+// Isolate mode's pool of isolates (the thesis' isolate pool, §3.4): each activation
 // borrows an idle isolate with the action already loaded (a pool start) or starts a new one
 // (a fresh start); afterwards the isolate goes back to the pool, and the isolates beyond the
 // pool size that stay idle for ICEBOX_ISOLATE_IDLE_MS are terminated, giving their whole heap
 // back at once. An isolate that crashes, exits, runs out of heap or passes its activation's
-// deadline takes only that activation with it.
+// deadline takes only that activation with it. The isolates are the engine's
+// (ICEBOX_ISOLATE_ENGINE): V8 isolates (lib/v8-isolate.js) or Workers (lib/worker-isolate.js);
+// both have the same small interface, which this file is written against.
 
-const path = require('path');
-const { Worker } = require('worker_threads');
 const { InitError, describeError } = require('./errors');
 const { TIMED_OUT, json, deadlineOf } = require('./response');
 const { SampleWindow } = require('./samples');
 const { HookError } = require('./hook');
 const seeds = require('./seeds');
 
-const WORKER_SCRIPT = path.join(__dirname, 'isolate-worker.js');
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function now() {
   return performance.timeOrigin + performance.now();
 }
 
-// ICEBOX_ISOLATE_MEMORY_MB bounds the isolate's whole heap. V8 sizes the young generation by
-// itself (up to 16 MB and more for a worker) on top of the old-generation limit, so with many
-// isolates the young generations alone could exceed the instance's memory limit: an eighth of
-// the budget, 1..8 MB, goes to it, the rest to the old generation.
-function heapLimits(budgetMb) {
-  const young = Math.min(8, Math.max(1, Math.floor(budgetMb / 8)));
-  return { maxYoungGenerationSizeMb: young, maxOldGenerationSizeMb: Math.max(1, budgetMb - young) };
-}
-
-class Isolate {
-  // `id`: its number in creation order, from which its Math.random seed is derived.
-  constructor(pool, id) {
-    this.pool = pool;
-    this.id = id;
-    const workerData = { ...pool.workerData, seed: seeds.seedFor('isolate', id) };
-    const options = { workerData, stdout: false, stderr: false };
-    if (pool.config.isolateMemoryMb !== null) options.resourceLimits = heapLimits(pool.config.isolateMemoryMb);
-    this.worker = new Worker(WORKER_SCRIPT, options);
-    this.error = null; // the worker's uncaught error or out-of-memory, if it ended with one
-    this.endedBy = null; // why the pool terminated it: 'torn_down' | 'timed_out' | 'init_failed'
-    this.exited = false;
-    this.activation = null; // resolves the running activation's outcome
-    this.restoring = null; // resolves the outcome of /icebox/restored in the isolate
-    this.idleSince = 0;
-    this.locks = new Map(); // shared-state locks it holds, released if it dies holding them
-    this.ready = new Promise((resolve, reject) => {
-      this.onReady = resolve;
-      this.onStartFailed = reject;
-    });
-    this.ready.catch(() => {}); // the pool decides who hears about a failed start
-    this.gone = new Promise((resolve) => this.worker.once('exit', (code) => { this.onExit(code); resolve(); }));
-    this.worker.on('message', (msg) => this.onMessage(msg));
-    this.worker.on('error', (err) => { this.error = err; });
-  }
-
-  onMessage(msg) {
-    switch (msg.type) {
-      case 'log': {
-        const stream = msg.fd === 1 ? process.stdout : process.stderr;
-        stream.write(msg.binary ? Buffer.from(msg.text, 'latin1') : msg.text);
-        break;
-      }
-      case 'ready':
-        this.onReady();
-        break;
-      case 'init-error':
-        this.onStartFailed(new InitError(msg.reason));
-        this.terminate('init_failed');
-        break;
-      case 'result':
-        if (this.activation) this.activation({ response: msg.response, started: msg.started });
-        break;
-      case 'restored':
-        if (this.restoring) this.restoring(msg);
-        break;
-      case 'shared':
-        this.pool.serveShared(this, msg).then(
-          (reply) => this.post({ type: 'shared-reply', id: msg.id, ...reply }),
-          (err) => this.post({ type: 'shared-reply', id: msg.id, error: describeError(err) }),
-        );
-        break;
-      default:
-        break;
-    }
-  }
-
-  post(msg) {
-    if (!this.exited) this.worker.postMessage(msg);
-  }
-
-  // Sets `env` (name/value pairs) in the isolate's process.env, reseeds its Math.random and
-  // calls its copy of the hook, once it has loaded the action; resolves to {hook} or {error}, or
-  // {gone} if it ended first.
-  restore(seed, env) {
-    return new Promise((resolve) => {
-      this.restoring = (outcome) => {
-        this.restoring = null;
-        resolve(outcome);
-      };
-      this.ready.then(() => this.post({ type: 'restored', seed, env }), (failure) => this.restoring && this.restoring({ gone: true, failure }));
-    });
-  }
-
-  terminate(reason) {
-    if (this.endedBy === null) this.endedBy = reason;
-    this.worker.terminate();
-    return this.gone;
-  }
-
-  onExit(code) {
-    this.exited = true;
-    for (const { release } of this.locks.values()) release();
-    this.locks.clear();
-    const failure = new Error(this.exitReason(code));
-    this.onStartFailed(failure);
-    if (this.activation) this.activation({ failure });
-    if (this.restoring) this.restoring({ gone: true, failure });
-    this.pool.forget(this);
-  }
-
-  exitReason(code) {
-    const err = this.error;
-    if (err && err.code === 'ERR_WORKER_OUT_OF_MEMORY') {
-      return `The action's isolate ran out of memory (heap limit ${this.pool.config.isolateMemoryMb} MB) and was terminated.`;
-    }
-    if (err) return `The action's isolate crashed: ${describeError(err)}`;
-    return `The action's isolate exited with code ${code}.`;
-  }
-}
-
 class IsolatePool {
-  // `workerData`: what isolate-worker.js loads, {code, main, dir}.
-  constructor(config, workerData, store) {
+  // `workerData`: the action each isolate loads, {code, main, dir}; `Isolate`: the engine's
+  // isolate class, constructed as new Isolate(pool, id).
+  constructor(config, workerData, store, Isolate) {
     this.config = config;
+    this.Isolate = Isolate;
     this.workerData = workerData;
     this.store = store;
     this.idle = []; // a stack: the most recently used isolate is borrowed first
@@ -150,7 +41,7 @@ class IsolatePool {
 
   spawn() {
     this.counts.created += 1;
-    const isolate = new Isolate(this, this.counts.created);
+    const isolate = new this.Isolate(this, this.counts.created);
     this.live.add(isolate);
     return isolate;
   }
@@ -345,6 +236,7 @@ class IsolatePool {
   stats() {
     const round = (v) => (v === null ? null : Math.round(v * 1000) / 1000);
     return {
+      engine: this.config.isolateEngine,
       live: this.idle.length + this.busy.size,
       busy: this.busy.size,
       idle: this.idle.length,

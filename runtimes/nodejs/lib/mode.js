@@ -3,6 +3,8 @@
 // (docs: README.md, "Sharing modes"). Loaded before the socket listens, so it requires nothing.
 
 const MODES = ['process', 'shared', 'isolate'];
+// What an isolate is in isolate mode: a V8 isolate (isolated-vm) or a worker_threads Worker.
+const ENGINES = ['v8', 'worker'];
 
 // Throws with a message naming the variable when a setting is malformed.
 function readConfig(env = process.env) {
@@ -10,8 +12,13 @@ function readConfig(env = process.env) {
   if (!MODES.includes(mode)) {
     throw new Error(`ICEBOX_SHARING must be one of ${MODES.join(', ')}, got ${JSON.stringify(mode)}`);
   }
+  const engine = env.ICEBOX_ISOLATE_ENGINE === undefined || env.ICEBOX_ISOLATE_ENGINE === '' ? 'v8' : env.ICEBOX_ISOLATE_ENGINE;
+  if (!ENGINES.includes(engine)) {
+    throw new Error(`ICEBOX_ISOLATE_ENGINE must be one of ${ENGINES.join(', ')}, got ${JSON.stringify(engine)}`);
+  }
   return {
     mode,
+    isolateEngine: engine,
     capacity: positive(env, 'ICEBOX_CONCURRENCY', 1),
     isolateMemoryMb: positive(env, 'ICEBOX_ISOLATE_MEMORY_MB', null),
     isolatePool: count(env, 'ICEBOX_ISOLATE_POOL', 1),
@@ -41,7 +48,7 @@ function idleSharingStats(config) {
   const stats = { mode: config.mode, capacity: config.capacity, in_flight: 0 };
   if (config.mode === 'isolate') {
     stats.isolates = {
-      live: 0, busy: 0, idle: 0, created: 0, torn_down: 0, crashed: 0, timed_out: 0,
+      engine: config.isolateEngine, live: 0, busy: 0, idle: 0, created: 0, torn_down: 0, crashed: 0, timed_out: 0,
       pool_target: config.isolatePool,
       start_ms: { pool_last: null, fresh_last: null, fresh_median: null, pool_median: null },
     };

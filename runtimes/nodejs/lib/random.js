@@ -79,4 +79,4 @@ function install(math, seed, factory = generatorFactory) {
   return generator;
 }
 
-module.exports = { createRandom, install, factoryIn, stateOf };
+module.exports = { createRandom, install, factoryIn, stateOf, generatorFactory };

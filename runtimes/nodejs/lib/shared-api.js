@@ -85,4 +85,4 @@ function install(target, shared, mode) {
   });
 }
 
-module.exports = { localSharedApi, remoteSharedApi, install };
+module.exports = { localSharedApi, remoteSharedApi, install, keyOf, checkUpdater };

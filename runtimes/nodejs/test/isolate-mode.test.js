@@ -1,5 +1,6 @@
 'use strict';
-// ICEBOX_SHARING=isolate: a pool of worker_threads isolates, one activation per isolate.
+// ICEBOX_SHARING=isolate with the worker engine: a pool of worker_threads isolates, one
+// activation per isolate. (The v8 engine, the default: test/v8-isolates.test.js.)
 
 const assert = require('node:assert/strict');
 const { test } = require('node:test');
@@ -7,7 +8,9 @@ const { startProxy, sourceOf } = require('../testlib/proxy');
 const { barrier, waitForSharing } = require('../testlib/actions');
 const { makeZip } = require('../testlib/zip-writer');
 
-const ISOLATE = { ICEBOX_SHARING: 'isolate', ICEBOX_CONCURRENCY: '4', ICEBOX_ISOLATE_MEMORY_MB: '32' };
+const ISOLATE = {
+  ICEBOX_SHARING: 'isolate', ICEBOX_ISOLATE_ENGINE: 'worker', ICEBOX_CONCURRENCY: '4', ICEBOX_ISOLATE_MEMORY_MB: '32',
+};
 
 async function isolateProxy(t, code, env = {}) {
   const proxy = await startProxy(t, { ...ISOLATE, ...env });

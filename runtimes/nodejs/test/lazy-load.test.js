@@ -1,6 +1,6 @@
 'use strict';
-// The sharing modes keep the proxy's start-up as it was: vm and worker_threads are loaded by
-// the first /init, not before the socket listens.
+// The sharing modes keep the proxy's start-up as it was: vm, worker_threads and isolated-vm are
+// loaded by the first /init, not before the socket listens.
 
 const assert = require('node:assert/strict');
 const path = require('node:path');
@@ -9,13 +9,14 @@ const { startProxy } = require('../testlib/proxy');
 
 const HOOK = path.join(__dirname, '..', 'testlib', 'require-log.js');
 
-for (const [mode, module] of [['shared', 'vm'], ['isolate', 'worker_threads']]) {
-  test(`${mode} mode loads ${module} on the first /init`, async (t) => {
+for (const [mode, engine, module] of [['shared', '', 'vm'], ['isolate', 'worker', 'worker_threads'], ['isolate', 'v8', 'isolated-vm']]) {
+  test(`${mode} mode ${engine} loads ${module} on the first /init`, async (t) => {
     const proxy = await startProxy(t, {
       ICEBOX_SHARING: mode,
+      ICEBOX_ISOLATE_ENGINE: engine,
       ICEBOX_CONCURRENCY: '2',
-      NODE_OPTIONS: `--require ${HOOK}`,
-      ICEBOX_TEST_WATCH_MODULES: 'vm,worker_threads',
+      NODE_OPTIONS: `--require ${HOOK} --no-node-snapshot`,
+      ICEBOX_TEST_WATCH_MODULES: 'vm,worker_threads,isolated-vm',
     });
     // The hook's own require of worker_threads comes before it starts watching.
     assert.equal((await proxy.request('GET', '/icebox/stats')).status, 200);

@@ -11,7 +11,14 @@ const { barrier, waitForSharing } = require('../testlib/actions');
 const SEED_A = 'a1'.repeat(32);
 const SEED_B = 'b2'.repeat(32);
 const SHARED = { ICEBOX_SHARING: 'shared', ICEBOX_CONCURRENCY: '4' };
-const ISOLATE = { ICEBOX_SHARING: 'isolate', ICEBOX_CONCURRENCY: '4', ICEBOX_ISOLATE_MEMORY_MB: '32' };
+// Isolate mode with each engine: the v8 engine needs node without its startup snapshot.
+const ENGINES = {
+  v8: { NODE_OPTIONS: '--no-node-snapshot' },
+  worker: {},
+};
+const isolateEnv = (engine) => ({
+  ICEBOX_SHARING: 'isolate', ICEBOX_ISOLATE_ENGINE: engine, ICEBOX_CONCURRENCY: '4', ICEBOX_ISOLATE_MEMORY_MB: '32', ...ENGINES[engine],
+});
 
 const restored = (proxy, seed) => proxy.request('POST', '/icebox/restored', { instance: 'inst', seed });
 
@@ -73,46 +80,52 @@ test('shared mode: a hook that throws in any context is a 502 and the proxy serv
   assert.deepEqual((await proxy.run({})).body, { served: true });
 });
 
-test('isolate mode: each isolate is reseeded with its own seed and runs its hook', async (t) => {
-  const env = { ...ISOLATE, ICEBOX_ISOLATE_POOL: '2' };
-  const proxies = await Promise.all([SEED_A, SEED_A, SEED_B].map(() => started(t, env)));
-  // The pool's second isolate is started in the background after /init.
-  for (const proxy of proxies) await waitForSharing(proxy, (sharing) => sharing.isolates.live === 2, 'two isolates');
-  for (const [proxy, seed] of [[proxies[0], SEED_A], [proxies[1], SEED_A], [proxies[2], SEED_B]]) {
-    const reply = await restored(proxy, seed);
-    assert.equal(reply.status, 200, reply.text);
-    assert.deepEqual(reply.body, { ok: true, reseeded: ['Math.random', 'Math.random in 2 isolates'], hook: true, env: [] });
-  }
-  const [first, second, third] = await Promise.all(proxies.map((proxy) => overlapping(proxy, 2, 'after').then(byNumbers)));
-  assert.deepEqual(first.map((body) => body.restoredCount), [1, 1], 'the hook ran in both isolates');
-  assert.notDeepEqual(first[0].numbers, first[1].numbers, 'isolates draw different numbers');
-  assert.deepEqual(second, first, 'the same seed gives the same numbers');
-  assert.notDeepEqual(third.map((body) => body.numbers), first.map((body) => body.numbers));
-});
+for (const engine of Object.keys(ENGINES)) {
+  test(`isolate mode (${engine}): each isolate is reseeded with its own seed and runs its hook`, async (t) => {
+    const env = { ...isolateEnv(engine), ICEBOX_ISOLATE_POOL: '2' };
+    const proxies = await Promise.all([SEED_A, SEED_A, SEED_B].map(() => started(t, env)));
+    // The pool's second isolate is started in the background after /init.
+    for (const proxy of proxies) await waitForSharing(proxy, (sharing) => sharing.isolates.live === 2, 'two isolates');
+    for (const [proxy, seed] of [[proxies[0], SEED_A], [proxies[1], SEED_A], [proxies[2], SEED_B]]) {
+      const reply = await restored(proxy, seed);
+      assert.equal(reply.status, 200, reply.text);
+      assert.deepEqual(reply.body, { ok: true, reseeded: ['Math.random', 'Math.random in 2 isolates'], hook: true, env: [] });
+    }
+    const [first, second, third] = await Promise.all(proxies.map((proxy) => overlapping(proxy, 2, 'after').then(byNumbers)));
+    assert.deepEqual(first.map((body) => body.restoredCount), [1, 1], 'the hook ran in both isolates');
+    assert.notDeepEqual(first[0].numbers, first[1].numbers, 'isolates draw different numbers');
+    assert.deepEqual(second, first, 'the same seed gives the same numbers');
+    assert.notDeepEqual(third.map((body) => body.numbers), first.map((body) => body.numbers));
+  });
+}
 
-test('isolate mode: an isolate started after the restore gets no hook call but a derived seed', async (t) => {
-  const proxies = await Promise.all([1, 2].map(() => started(t, ISOLATE)));
-  for (const proxy of proxies) {
-    assert.deepEqual((await restored(proxy, SEED_A)).body, { ok: true, reseeded: ['Math.random', 'Math.random in 1 isolate'], hook: true, env: [] });
-  }
-  // The pool holds one isolate: the second activation starts a new one.
-  const [first, second] = await Promise.all(proxies.map((proxy) => overlapping(proxy, 2, 'fresh').then(byNumbers)));
-  assert.deepEqual(first.map((body) => body.restoredCount).sort(), [0, 1]);
-  assert.deepEqual(second, first);
-});
+for (const engine of Object.keys(ENGINES)) {
+  test(`isolate mode (${engine}): an isolate started after the restore gets no hook call but a derived seed`, async (t) => {
+    const proxies = await Promise.all([1, 2].map(() => started(t, isolateEnv(engine))));
+    for (const proxy of proxies) {
+      assert.deepEqual((await restored(proxy, SEED_A)).body, { ok: true, reseeded: ['Math.random', 'Math.random in 1 isolate'], hook: true, env: [] });
+    }
+    // The pool holds one isolate: the second activation starts a new one.
+    const [first, second] = await Promise.all(proxies.map((proxy) => overlapping(proxy, 2, 'fresh').then(byNumbers)));
+    assert.deepEqual(first.map((body) => body.restoredCount).sort(), [0, 1]);
+    assert.deepEqual(second, first);
+  });
+}
 
-test('isolate mode: a hook that throws, or ends its isolate, is a 502 and the proxy serves on', async (t) => {
-  for (const [hook, error] of [
-    ['throw new Error("cannot reconnect")', 'Error: cannot reconnect'],
-    ['process.exit(3)', "The action's isolate ended during iceboxRestored: The action's isolate exited with code 3."],
-  ]) {
-    const proxy = await started(t, ISOLATE, { code: `exports.iceboxRestored = () => { ${hook}; }; exports.main = () => ({ served: true });` });
-    const reply = await restored(proxy, SEED_A);
-    assert.equal(reply.status, 502);
-    assert.deepEqual(reply.body, { error });
-    assert.deepEqual((await proxy.run({})).body, { served: true });
-  }
-});
+for (const engine of Object.keys(ENGINES)) {
+  test(`isolate mode (${engine}): a hook that throws, or ends its isolate, is a 502 and the proxy serves on`, async (t) => {
+    for (const [hook, error] of [
+      ['throw new Error("cannot reconnect")', 'Error: cannot reconnect'],
+      ['process.exit(3)', "The action's isolate ended during iceboxRestored: The action's isolate exited with code 3."],
+    ]) {
+      const proxy = await started(t, isolateEnv(engine), { code: `exports.iceboxRestored = () => { ${hook}; }; exports.main = () => ({ served: true });` });
+      const reply = await restored(proxy, SEED_A);
+      assert.equal(reply.status, 502);
+      assert.deepEqual(reply.body, { error });
+      assert.deepEqual((await proxy.run({})).body, { served: true });
+    }
+  });
+}
 
 // __OW_API_HOST before the snapshot and for the new instance (`env`).
 const OLD_API_HOST = 'http://10.0.0.1:3233';
@@ -179,27 +192,29 @@ test('shared mode: a bad env is a 400 that no context sees', async (t) => {
   }
 });
 
-test('isolate mode: env reaches every isolate before its hook, one still loading included, and isolates started later', async (t) => {
-  const env = {
-    ...ISOLATE, ICEBOX_ISOLATE_POOL: '2', __OW_API_HOST: OLD_API_HOST,
-  };
-  // /init answers once the first isolate has loaded; the pool's second one is then still busy
-  // loading for a second, and the restore reaches it there.
-  const proxy = await started(t, env, envCode(1000));
-  const { isolates } = (await proxy.request('GET', '/icebox/stats')).body.sharing;
-  assert.deepEqual([isolates.created, isolates.live], [2, 1], 'the second isolate is still loading');
-  const reply = await restoredWithEnv(proxy, { __OW_API_HOST: NEW_API_HOST });
-  assert.equal(reply.status, 200, reply.text);
-  assert.deepEqual(reply.body, { ok: true, reseeded: ['Math.random', 'Math.random in 2 isolates'], hook: true, env: ['__OW_API_HOST'] });
-  // Three at once: the two pooled isolates and a new one.
-  const bodies = await overlappingWithIds(proxy, 3, 'after');
-  assert.deepEqual(bodies.map((body) => body.activation), ['after-0', 'after-1', 'after-2'], 'each its own __OW_ACTIVATION_ID');
-  for (const body of bodies) assert.equal(body.now, NEW_API_HOST);
-  const copies = bodies.map(({ hookSaw, hookCalls, atLoad }) => ({ hookSaw, hookCalls, atLoad }));
-  assert.deepEqual(copies.sort((x, y) => x.hookCalls - y.hookCalls), [
-    { hookSaw: null, hookCalls: 0, atLoad: NEW_API_HOST }, // started after the restore: no hook
-    // Both loaded with the template's value (the second while the restore waited for it).
-    { hookSaw: NEW_API_HOST, hookCalls: 1, atLoad: OLD_API_HOST },
-    { hookSaw: NEW_API_HOST, hookCalls: 1, atLoad: OLD_API_HOST },
-  ]);
-});
+for (const engine of Object.keys(ENGINES)) {
+  test(`isolate mode (${engine}): env reaches every isolate before its hook, one still loading included, and isolates started later`, async (t) => {
+    const env = {
+      ...isolateEnv(engine), ICEBOX_ISOLATE_POOL: '2', __OW_API_HOST: OLD_API_HOST,
+    };
+    // /init answers once the first isolate has loaded; the pool's second one is then still busy
+    // loading for a second, and the restore reaches it there.
+    const proxy = await started(t, env, envCode(1000));
+    const { isolates } = (await proxy.request('GET', '/icebox/stats')).body.sharing;
+    assert.deepEqual([isolates.created, isolates.live], [2, 1], 'the second isolate is still loading');
+    const reply = await restoredWithEnv(proxy, { __OW_API_HOST: NEW_API_HOST });
+    assert.equal(reply.status, 200, reply.text);
+    assert.deepEqual(reply.body, { ok: true, reseeded: ['Math.random', 'Math.random in 2 isolates'], hook: true, env: ['__OW_API_HOST'] });
+    // Three at once: the two pooled isolates and a new one.
+    const bodies = await overlappingWithIds(proxy, 3, 'after');
+    assert.deepEqual(bodies.map((body) => body.activation), ['after-0', 'after-1', 'after-2'], 'each its own __OW_ACTIVATION_ID');
+    for (const body of bodies) assert.equal(body.now, NEW_API_HOST);
+    const copies = bodies.map(({ hookSaw, hookCalls, atLoad }) => ({ hookSaw, hookCalls, atLoad }));
+    assert.deepEqual(copies.sort((x, y) => x.hookCalls - y.hookCalls), [
+      { hookSaw: null, hookCalls: 0, atLoad: NEW_API_HOST }, // started after the restore: no hook
+      // Both loaded with the template's value (the second while the restore waited for it).
+      { hookSaw: NEW_API_HOST, hookCalls: 1, atLoad: OLD_API_HOST },
+      { hookSaw: NEW_API_HOST, hookCalls: 1, atLoad: OLD_API_HOST },
+    ]);
+  });
+}

@@ -33,7 +33,8 @@ async function main(params) {
 
 for (const mode of ['process', 'shared', 'isolate']) {
   test(`icebox.shared in ${mode} mode`, async (t) => {
-    const proxy = await startProxy(t, { ICEBOX_SHARING: mode, ICEBOX_CONCURRENCY: mode === 'process' ? '1' : '4' });
+    // NODE_OPTIONS as iceboxd sets it for isolate mode's v8 engine (runtime.json).
+    const proxy = await startProxy(t, { ICEBOX_SHARING: mode, ICEBOX_CONCURRENCY: mode === 'process' ? '1' : '4', NODE_OPTIONS: '--no-node-snapshot' });
     assert.equal((await proxy.init({ code: sourceOf(main) })).status, 200);
     const res = await proxy.run({});
     assert.equal(res.status, 200, res.text);
@@ -59,4 +60,5 @@ test('the sharing object is reported before /init too; a bad mode stops the prox
     else assert.deepEqual(Object.keys(sharing).sort(), ['capacity', 'in_flight', 'mode']);
   }
   await assert.rejects(startProxy(t, { ICEBOX_SHARING: 'threads' }), /ICEBOX_SHARING must be one of process, shared, isolate/);
+  await assert.rejects(startProxy(t, { ICEBOX_SHARING: 'isolate', ICEBOX_ISOLATE_ENGINE: 'threads' }), /ICEBOX_ISOLATE_ENGINE must be one of v8, worker/);
 });

@@ -27,7 +27,8 @@ fn deploy(
     .expect(200);
 }
 
-/// examples/nodejs/alloc.js as "alloc" in isolate mode.
+/// examples/nodejs/alloc.js as "alloc" in isolate mode, on the worker engine: alloc.js measures
+/// its heap with Node's `v8` module, which the v8 engine's isolates do not have.
 fn deploy_isolate_alloc(d: &Daemon, concurrency: u32, memory_mb: u32) {
     let code = std::fs::read_to_string(
         icebox_integration::paths::workspace_root().join("examples/nodejs/alloc.js"),
@@ -39,7 +40,10 @@ fn deploy_isolate_alloc(d: &Daemon, concurrency: u32, memory_mb: u32) {
         "nodejs:20",
         &code,
         json!({"concurrency": concurrency, "memory": memory_mb}),
-        &[("icebox.sharing", json!("isolate"))],
+        &[
+            ("icebox.sharing", json!("isolate")),
+            ("icebox.isolate_engine", json!("worker")),
+        ],
     );
 }
 
@@ -108,33 +112,64 @@ fn process_mode_gives_each_concurrent_activation_its_own_instance() {
     }
 }
 
+/// Sleeps like NODE_WHERE and says which isolate it ran in: a number each isolate draws once
+/// (V8 isolates have no worker_threads to ask).
+const NODE_WHICH_ISOLATE: &str = r#"
+function main(params) {
+  globalThis.tag = globalThis.tag || 1 + Math.floor(Math.random() * 1e15);
+  return new Promise((resolve) => setTimeout(() => resolve({
+    isolate: globalThis.tag, activation: process.env.__OW_ACTIVATION_ID,
+  }), params.ms || 1500));
+}"#;
+
 #[test]
 fn isolate_mode_runs_concurrent_activations_in_isolates_of_one_instance() {
     let d = Daemon::start(&["--prewarm", "none"]);
-    deploy(
-        &d,
-        "where",
-        "nodejs:20",
-        NODE_WHERE,
-        json!({"concurrency": 4, "memory": 256}),
-        &[("icebox.sharing", json!("isolate"))],
-    );
-    let runs = warm_then_together(&d, "where", json!({"ms": 10}), 3);
+    // The default engine (v8) and the worker engine alike.
+    for (name, engine) in [("which", None), ("where", Some("worker"))] {
+        let mut annotations = vec![("icebox.sharing", json!("isolate"))];
+        if let Some(engine) = engine {
+            annotations.push(("icebox.isolate_engine", json!(engine)));
+        }
+        let code = if engine.is_some() {
+            NODE_WHERE
+        } else {
+            NODE_WHICH_ISOLATE
+        };
+        deploy(
+            &d,
+            name,
+            "nodejs:20",
+            code,
+            json!({"concurrency": 4, "memory": 256}),
+            &annotations,
+        );
+        isolates_of_one_instance(&d, name, engine.unwrap_or("v8"));
+    }
+}
+
+fn isolates_of_one_instance(d: &Daemon, name: &str, engine: &str) {
+    let runs = warm_then_together(d, name, json!({"ms": 10}), 3);
     let instances: BTreeSet<&str> = runs.iter().map(|a| a.instance()).collect();
     assert_eq!(
         instances.len(),
         1,
-        "one instance takes all three: {instances:?}"
+        "{engine}: one instance takes all three: {instances:?}"
     );
-    let threads = distinct(&runs, "thread");
+    let field = if engine == "worker" {
+        "thread"
+    } else {
+        "isolate"
+    };
+    let isolates = distinct(&runs, field);
     assert_eq!(
-        threads.len(),
+        isolates.len(),
         3,
-        "each overlapping activation has its own isolate"
+        "{engine}: each overlapping activation has its own isolate"
     );
     assert!(
-        !threads.contains(&0),
-        "none runs on the main thread: {threads:?}"
+        !isolates.contains(&0),
+        "{engine}: none runs on the main thread: {isolates:?}"
     );
     // Each activation sees its own id, although they share one process.
     for a in &runs {
@@ -147,6 +182,7 @@ fn isolate_mode_runs_concurrent_activations_in_isolates_of_one_instance() {
     });
     assert_eq!(view["sharing_mode"], "isolate");
     let iso = &view["sharing"]["isolates"];
+    assert_eq!(iso["engine"], engine, "{iso}");
     assert_eq!(
         iso["live"].as_u64(),
         Some(iso["busy"].as_u64().unwrap() + iso["idle"].as_u64().unwrap()),
@@ -210,6 +246,65 @@ fn an_isolate_that_hangs_crashes_or_runs_out_of_heap_fails_only_its_activation()
         view["sharing"]["isolates"]["timed_out"].as_u64() >= Some(1),
         "{view}"
     );
+    d.assert_healthy();
+}
+
+/// One activation allocates Buffers, 64 MiB at a time, to 4 GiB; the rest sleep.
+const NODE_BUFFER_HOG: &str = r#"
+function main(params) {
+  if (params.hog) {
+    const keep = [];
+    for (let i = 0; i < 64; i++) keep.push(Buffer.alloc(64 * 1024 * 1024, 1));
+    return { kept: keep.length };
+  }
+  return new Promise((resolve) => setTimeout(() => resolve({ ok: true }), 2000));
+}"#;
+
+#[test]
+fn an_isolate_allocating_buffers_past_its_limit_fails_alone() {
+    // Issue 18 §3: a Worker's resourceLimits bound its JavaScript heap only, so one activation
+    // allocating 4 GB of Buffers got the whole instance OOM-killed by its memory cgroup, and
+    // its 7 concurrent neighbours failed with it. A V8 isolate's memoryLimit counts them.
+    let d = Daemon::start(&["--prewarm", "none"]);
+    deploy(
+        &d,
+        "hog",
+        "nodejs:20",
+        NODE_BUFFER_HOG,
+        json!({"concurrency": 8, "memory": 256, "timeout": 20000}),
+        &[("icebox.sharing", json!("isolate"))],
+    );
+    let first = d.invoke("hog", json!({})).expect_success();
+    let instance = first.instance().to_string();
+    let mut params = vec![json!({"hog": true})];
+    params.extend(std::iter::repeat_n(json!({}), 7));
+    let runs = invoke_together(&d, "hog", params);
+    let failed: Vec<String> = runs[1..]
+        .iter()
+        .filter(|a| !a.succeeded())
+        .map(|a| a.result().to_string())
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of 7 neighbours failed with the hog: {failed:?}",
+        failed.len()
+    );
+    for a in &runs[1..] {
+        assert_eq!(a.instance(), instance, "a neighbour moved");
+    }
+    let hog = &runs[0];
+    assert!(!hog.succeeded(), "{}", hog.result());
+    let error = hog.result()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("ran out of memory (memory limit"),
+        "{}",
+        hog.result()
+    );
+    let next = d.invoke("hog", json!({})).expect_success();
+    assert_eq!(next.instance(), instance, "the instance was replaced");
     d.assert_healthy();
 }
 

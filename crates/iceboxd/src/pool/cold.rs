@@ -205,6 +205,7 @@ impl Pool {
             .resolve(&action.exec.kind)
             .ok_or_else(|| StartError::NotInstalled(action.exec.kind.clone()))?
             .clone();
+        let profile_env = runtime.sharing_env_for(&sharing::profile(action));
         Ok(InstanceSpec {
             id,
             action: action.fqn(),
@@ -217,6 +218,7 @@ impl Pool {
             env: [
                 self.instance_env(self.mode_of(action)),
                 sharing::sharing_env(action),
+                profile_env,
             ]
             .concat(),
         })

@@ -15,6 +15,10 @@ const ANNOTATION: &str = "icebox.sharing";
 const ISOLATE_MEMORY: (&str, &str) = ("icebox.isolate_memory", "ICEBOX_ISOLATE_MEMORY_MB");
 const ISOLATE_POOL: (&str, &str) = ("icebox.isolate_pool", "ICEBOX_ISOLATE_POOL");
 const ISOLATE_IDLE: (&str, &str) = ("icebox.isolate_idle_ms", "ICEBOX_ISOLATE_IDLE_MS");
+/// What an isolate is (docs/isolates.md): a V8 isolate of isolated-vm (`v8`, the default) or a
+/// worker_threads Worker (`worker`, for actions that need Node's host built-ins).
+const ISOLATE_ENGINE: (&str, &str) = ("icebox.isolate_engine", "ICEBOX_ISOLATE_ENGINE");
+const ISOLATE_ENGINES: [&str; 2] = ["v8", "worker"];
 const DEFAULT_ISOLATE_POOL: u64 = 1;
 const DEFAULT_ISOLATE_IDLE_MS: u64 = 10_000;
 /// V8 cannot run a useful isolate in a smaller heap than this.
@@ -41,6 +45,27 @@ pub fn sharing_of(action: &ActionSpec) -> SharingMode {
         .and_then(Value::as_str)
         .and_then(|s| s.parse().ok())
         .unwrap_or_default()
+}
+
+/// The action's isolate engine; deployment rejects anything else, so an unreadable value
+/// falls back to the default.
+fn isolate_engine(action: &ActionSpec) -> &'static str {
+    let named = action.annotation(ISOLATE_ENGINE.0).and_then(Value::as_str);
+    ISOLATE_ENGINES
+        .into_iter()
+        .find(|e| Some(*e) == named)
+        .unwrap_or(ISOLATE_ENGINES[0])
+}
+
+/// The name under which a runtime.json's `sharing_env` gives this action's instances more
+/// environment: the mode, and for isolate mode its engine (`isolate:v8`).
+pub fn profile(action: &ActionSpec) -> String {
+    let mode = sharing_of(action);
+    if mode == SharingMode::Isolate {
+        format!("{}:{}", mode.as_str(), isolate_engine(action))
+    } else {
+        mode.as_str().to_string()
+    }
 }
 
 /// Concurrent activations one instance of the action runs. In isolate mode no more than fit
@@ -87,6 +112,10 @@ pub fn sharing_env(action: &ActionSpec) -> Vec<(String, String)> {
         };
         env.push(setting(ISOLATE_POOL, DEFAULT_ISOLATE_POOL));
         env.push(setting(ISOLATE_IDLE, DEFAULT_ISOLATE_IDLE_MS));
+        env.push((
+            ISOLATE_ENGINE.1.to_string(),
+            isolate_engine(action).to_string(),
+        ));
     }
     env
 }
@@ -120,12 +149,21 @@ pub fn validate(annotations: &[KeyValue], language: &str, memory_mb: u64) -> Res
              (this action's runtime is {language}); use 'shared' or 'process'."
         ));
     }
-    for (key, _) in [ISOLATE_MEMORY, ISOLATE_POOL, ISOLATE_IDLE] {
+    for (key, _) in [ISOLATE_MEMORY, ISOLATE_POOL, ISOLATE_IDLE, ISOLATE_ENGINE] {
         let Some(v) = get(key) else { continue };
         if mode != SharingMode::Isolate {
             return Err(format!(
                 "The annotation '{key}' only applies with '{ANNOTATION}' set to 'isolate'."
             ));
+        }
+        if key == ISOLATE_ENGINE.0 {
+            if !v.as_str().is_some_and(|e| ISOLATE_ENGINES.contains(&e)) {
+                return Err(format!(
+                    "The annotation '{key}' must be one of {}, got {v}.",
+                    ISOLATE_ENGINES.join(", ")
+                ));
+            }
+            continue;
         }
         let n = number(v)
             .ok_or_else(|| format!("The annotation '{key}' must be a non-negative integer."))?;
@@ -316,5 +354,44 @@ mod tests {
         assert!(err.contains("non-negative integer"), "{err}");
         let err = validate(&[kv("icebox.isolate_pool", json!(2))], "nodejs", 256).unwrap_err();
         assert!(err.contains("only applies"), "{err}");
+        let iso = kv(ANNOTATION, json!("isolate"));
+        for engine in ["v8", "worker"] {
+            let engine = kv("icebox.isolate_engine", json!(engine));
+            assert!(validate(&[iso.clone(), engine], "nodejs", 256).is_ok());
+        }
+        let err = validate(
+            &[iso, kv("icebox.isolate_engine", json!("threads"))],
+            "nodejs",
+            256,
+        )
+        .unwrap_err();
+        assert!(err.contains("one of v8, worker"), "{err}");
+        let err = validate(&[kv("icebox.isolate_engine", json!("v8"))], "nodejs", 256).unwrap_err();
+        assert!(err.contains("only applies"), "{err}");
+    }
+
+    #[test]
+    fn the_isolate_engine_reaches_the_runtime_and_names_the_profile() {
+        let iso = || kv(ANNOTATION, json!("isolate"));
+        let engine_env = |a: &ActionSpec| {
+            sharing_env(a)
+                .into_iter()
+                .find(|(k, _)| k == "ICEBOX_ISOLATE_ENGINE")
+                .map(|(_, v)| v)
+        };
+        let a = action(vec![iso()], 256, 8);
+        assert_eq!(engine_env(&a).as_deref(), Some("v8"));
+        assert_eq!(profile(&a), "isolate:v8");
+        let a = action(
+            vec![iso(), kv("icebox.isolate_engine", json!("worker"))],
+            256,
+            8,
+        );
+        assert_eq!(engine_env(&a).as_deref(), Some("worker"));
+        assert_eq!(profile(&a), "isolate:worker");
+        let a = action(vec![kv(ANNOTATION, json!("shared"))], 256, 8);
+        assert_eq!(engine_env(&a), None);
+        assert_eq!(profile(&a), "shared");
+        assert_eq!(profile(&action(vec![], 256, 8)), "process");
     }
 }

@@ -249,6 +249,7 @@ impl Harness {
             aliases: vec![],
             command: vec!["fake".into()],
             env: Default::default(),
+            sharing_env: Default::default(),
             dir: Default::default(),
         });
         let clock = Arc::new(ManualClock::new(1_000));
