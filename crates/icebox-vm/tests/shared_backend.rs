@@ -31,6 +31,9 @@ async fn shared_backend(state: &Path, tweak: impl FnOnce(&mut SharedConfig)) -> 
     };
     cfg.partitions = 2;
     cfg.shared_mib = 384;
+    // Under TCG on a busy 2-core CI host a boot took longer than the backend's 90 s once (the
+    // same test boots in 12 s on an idle one); a guest that never boots still fails.
+    cfg.boot_timeout = std::time::Duration::from_secs(240);
     tweak(&mut cfg);
     SharedBackend::new(cfg)
         .await
