@@ -63,7 +63,7 @@ fi
 .venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/pip install -q pytest
 # The `lint` extra is ruff, which `make lint` runs over all the Python.
 if [ ! -f .venv/.icebox-bench-installed ] || [ bench/pyproject.toml -nt .venv/.icebox-bench-installed ] \
-    || [ ! -x .venv/bin/ruff ]; then
+    || [ ! -x .venv/bin/ruff ] || ! .venv/bin/python -c 'import icebox_bench' 2>/dev/null; then
   say "installing the bench harness (icebox-bench) and ruff"
   .venv/bin/pip install -q -e 'bench[test,lint]' && touch .venv/.icebox-bench-installed
 fi
