@@ -250,6 +250,17 @@ impl Recorder {
             .count()
     }
 
+    /// Waits (up to `within`) until the namespace's records already answered are in the
+    /// registry, for readers that query it: a list right after a blocking invoke shows it, a
+    /// namespace delete takes it. The registry takes them within milliseconds when well; if
+    /// it refuses writes, the caller goes on after `within` with what it has.
+    pub async fn written_in(&self, namespace: &str, within: std::time::Duration) {
+        let deadline = std::time::Instant::now() + within;
+        while self.unwritten_in(namespace) > 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     /// Why the node is degraded, if it is: records the registry refuses to take.
     pub fn degraded(&self) -> Option<String> {
         let u = self.shared.lock();

@@ -45,6 +45,12 @@ pub async fn list(
         upto: q.upto,
     };
     let docs = super::query::flag("docs", q.docs.as_deref(), false)?;
+    // The list comes from the registry: records answered but still in the writer's hands
+    // would be missing from it.
+    state
+        .recorder
+        .written_in(&namespace, std::time::Duration::from_secs(1))
+        .await;
     let registry = state.registry.clone();
     let records =
         tokio::task::spawn_blocking(move || registry.list_activations(&namespace, &filter))

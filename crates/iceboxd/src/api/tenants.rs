@@ -165,10 +165,10 @@ pub async fn delete(
     }
     // Records already answered but not yet written would outlive the delete: let the
     // writer catch up first (bounded; the registry takes them within milliseconds when well).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while state.recorder.unwritten_in(&name) > 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    state
+        .recorder
+        .written_in(&name, std::time::Duration::from_secs(5))
+        .await;
     let registry = state.registry.clone();
     let ns = name.clone();
     tokio::task::spawn_blocking(move || registry.delete_namespace(&ns)).await??;
