@@ -218,9 +218,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             anyhow::bail!("--prewarm names the kind '{kind}', which is not installed");
         }
     }
-    pool.refill_prewarm();
     let known: Vec<_> = state.actions.read().unwrap().values().cloned().collect();
-    pool.take_over_snapshots(&known);
+    pool.start_components(&known).await;
     let manager = tokio::spawn(pool.clone().run_manager(stop_rx.clone()));
     let shares = tokio::spawn(crate::tenants::enforce::keep_shares(
         state.clone(),

@@ -219,7 +219,7 @@ pub async fn put(
     let stored = state.cache_action(stored);
     // Instances of the previous version must not serve the new one.
     state.pool.retire_action(&fqn).await;
-    state.pool.build_snapshot_if_missing(&stored);
+    state.pool.action_deployed(&stored);
     Ok(Json(action_json(&stored, true)).into_response())
 }
 

@@ -129,10 +129,9 @@ impl Pool {
             Claim::Wait => None,
             Claim::Warm(instance, idle_since) => {
                 if let Some(since) = idle_since {
-                    instance.offload.end_semiwarm();
-                    if instance.offload.mode == icebox_policy::OffloadMode::Faasmem {
-                        let idle = self.clock.now_ms().saturating_sub(since);
-                        self.offload.record_reuse(&instance.fqn, idle);
+                    let idle = self.clock.now_ms().saturating_sub(since);
+                    for c in self.components.iter() {
+                        c.on_reused(self, &instance, idle);
                     }
                 }
                 Some(Place::Warm(instance))

@@ -15,19 +15,21 @@
 mod admission;
 pub mod backends;
 mod cold;
+pub mod component;
 mod control;
-mod desiccant;
+pub mod desiccant;
 mod env;
 mod error;
+pub mod extensions;
 mod host_budget;
 mod instance;
 mod manager;
-mod offload;
+pub mod offload;
 mod prewarm;
-mod reclaim;
 pub mod sharing;
 mod slots;
 pub mod snapshots;
+mod techniques;
 mod view;
 
 #[cfg(test)]
@@ -38,6 +40,7 @@ mod tests_freeze;
 mod tests_snapshots;
 
 pub use admission::Ticket;
+pub use component::{Component, Components};
 pub use control::ControlError;
 pub use error::{AcquireError, AdmitError, InitError, StartError};
 pub use instance::Instance;
@@ -47,11 +50,10 @@ pub(crate) use offload::PoolState;
 use crate::events::EventBus;
 use crate::metrics::{Metrics, ReasonLabel};
 use admission::Queue;
-use desiccant::ReclaimBooks;
+use icebox_core::ActionSpec;
 use icebox_core::{ChargeMode, EventKind};
 use icebox_policy::{Clock, EvictionReason, KeepAlivePolicy};
 use instance::Slot;
-use prewarm::StemCells;
 use slots::Slots;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -141,10 +143,8 @@ pub struct Pool {
     cfg: PoolConfig,
     slots: Slots,
     queue: Queue,
-    stem_cells: StemCells,
-    reclaim_books: ReclaimBooks,
-    offload: offload::Offload,
-    snapshots: snapshots::SnapshotBooks,
+    /// The techniques, in hook order (techniques.rs).
+    components: Components,
     /// Wakes the manager loop (an instance went idle, the pool changed).
     manager_wake: Notify,
     events: Arc<EventBus>,
@@ -169,9 +169,9 @@ impl Lease {
         match pool.put_back(&self.instance, health, true) {
             Some(reason) => pool.evict(&self.instance.id, reason).await,
             None => {
-                pool.offload_after_request(&self.instance);
-                pool.refresh_sharing_stats(&self.instance);
-                pool.finish_recording(&self.instance);
+                for c in pool.components.iter() {
+                    c.on_release(&pool, &self.instance);
+                }
             }
         }
     }
@@ -204,6 +204,8 @@ impl Pool {
         metrics: Arc<Metrics>,
     ) -> Arc<Pool> {
         metrics.pool_budget.set(policy.config().budget_bytes as i64);
+        let components = techniques::register(&cfg, &backends);
+        tracing::debug!(components = ?components.names(), "pool components");
         Arc::new(Pool {
             backends,
             runtimes,
@@ -211,10 +213,7 @@ impl Pool {
             clock,
             slots: Slots::new(cfg.charge),
             queue: Queue::new(cfg.queue_size),
-            stem_cells: StemCells::default(),
-            reclaim_books: ReclaimBooks::new(&cfg.desiccant),
-            offload: offload::Offload::new(cfg.offload.clone(), cfg.offload_pool.clone()),
-            snapshots: snapshots::SnapshotBooks::new(cfg.snapshots.clone()),
+            components,
             cfg,
             manager_wake: Notify::new(),
             events,
@@ -228,6 +227,27 @@ impl Pool {
 
     pub fn runtimes(&self) -> &icebox_sandbox::Runtimes {
         &self.runtimes
+    }
+
+    /// The registered component of type `T` (a technique's own API: reclaim now, build a
+    /// snapshot…); None when the node runs without it.
+    pub fn component<T: Component>(&self) -> Option<&T> {
+        self.components.get::<T>()
+    }
+
+    /// The node started with these actions: the components take over (stem cells, the
+    /// snapshots an earlier run left).
+    pub async fn start_components(self: &Arc<Self>, actions: &[Arc<ActionSpec>]) {
+        for c in self.components.iter() {
+            c.on_node_start(self, actions).await;
+        }
+    }
+
+    /// An action was created or updated (after [`Self::retire_action`] of its old version).
+    pub fn action_deployed(self: &Arc<Self>, action: &Arc<ActionSpec>) {
+        for c in self.components.iter() {
+            c.on_action_deployed(self, action);
+        }
     }
 
     /// The books of giving an instance back; Some: it must be evicted now.
@@ -297,16 +317,17 @@ impl Pool {
     /// Destroy the sandbox of an instance already out of the books.
     async fn destroy(&self, slot: Slot, reason: EvictReason) {
         let instance = slot.instance;
-        let budget_eviction = reason == EvictReason::Policy(EvictionReason::MemoryBudget);
-        self.reclaim_books
-            .forget(&instance.id, budget_eviction.then(|| self.clock.now_ms()));
+        for c in self.components.iter() {
+            c.on_evict(self, &instance, reason);
+        }
         // Its place is free from now on.
         self.queue.wake_all();
         self.manager_wake.notify_one();
         let memory = instance.measured_memory();
-        self.abandon_recording(&instance);
         instance.sandbox.destroy().await;
-        self.check_restored_memory(&instance);
+        for c in self.components.iter() {
+            c.on_destroyed(self, &instance);
+        }
         self.metrics
             .evictions
             .get_or_create(&ReasonLabel {
@@ -353,7 +374,9 @@ impl Pool {
 
     /// The action changed or was deleted: idle instances go now, busy ones when they finish.
     pub async fn retire_action(&self, fqn: &str) {
-        self.snapshots.forget(fqn);
+        for c in self.components.iter() {
+            c.on_action_retired(self, fqn);
+        }
         for id in self.slots.retire(fqn) {
             self.evict(&id, EvictReason::Stale).await;
         }
@@ -364,7 +387,9 @@ impl Pool {
     pub async fn shutdown(&self) {
         let ids = self.slots.shut_down();
         self.queue.wake_all();
-        self.drain_stem_cells().await;
+        for c in self.components.iter() {
+            c.on_shutdown(self).await;
+        }
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let changed = self.queue.notified();
@@ -382,6 +407,6 @@ impl Pool {
         futures::future::join_all(ids.iter().map(|id| self.evict(id, EvictReason::Shutdown))).await;
         futures::future::join_all(self.backends.all().into_iter().map(|b| b.shutdown())).await;
         // After the instances: swapoff then has (almost) nothing to bring back.
-        self.offload.pool.close();
+        self.cfg.offload_pool.close();
     }
 }
