@@ -1,16 +1,17 @@
 //! The instance pool: routes invocations to warm instances or cold-starts new ones within the
 //! node's limits, keeps idle instances alive (freezing them after the pause grace) and evicts
 //! them as the keep-alive policy decides. Decisions come from icebox-policy; this module only
-//! keeps the books and acts through the sandbox backend.
+//! keeps the books and acts through the sandbox backend. The memory techniques are components
+//! (component.rs, registered in techniques.rs) that the pool calls at each lifecycle hook;
+//! docs/architecture.md ("Inside the pool") has the hook order.
 //!
 //! The books are split by what they guard, each with its own private lock:
-//! [`slots::Slots`] (instances and their states), [`prewarm::StemCells`] (prewarmed
-//! runtimes), [`desiccant::ReclaimBooks`] (reclaim profiles and threshold) and
-//! [`admission::Queue`] (lock-free). Lock order: each of these locks is taken only inside its
-//! own type's methods, which never call into another part of the pool, so no two pool locks
-//! are ever held together. Under them only leaf locks are taken (`Instance::measured`, to
-//! read a charge). `Instance::frozen` (async) is taken before a pool lock (freeze, reclaim,
-//! control requests) and never while one is held.
+//! [`slots::Slots`] (instances and their states), [`admission::Queue`] (lock-free) and each
+//! component's own. Lock order: each of these locks is taken only inside its own type's
+//! methods, which never call into another part of the pool, so no two pool locks are ever
+//! held together, and hooks are called with none held. Under them only leaf locks are taken
+//! (`Instance::measured`, to read a charge). `Instance::frozen` (async) is taken before a pool
+//! lock (freeze, reclaim, control requests) and never while one is held.
 
 mod admission;
 pub mod backends;

@@ -2,6 +2,7 @@
 //! initialised (and warmed up, if asked), its connections closed, and handed to the backend,
 //! which writes the snapshot and destroys it. No activation ever waits for this.
 
+use super::error::{BuildError, RunFailure};
 use super::settings::{settings_of, When};
 use super::ActionSnapshots;
 use crate::pool::backends::Isolation;
@@ -78,16 +79,20 @@ impl ActionSnapshots {
         pool: &Pool,
         action: &Arc<ActionSpec>,
         isolation: Isolation,
-    ) -> Result<(), String> {
-        let backend = pool.backends.get(isolation)?.clone();
+    ) -> Result<(), BuildError> {
+        let backend = pool
+            .backends
+            .get(isolation)
+            .map_err(BuildError::Isolation)?
+            .clone();
         let snapshots = backend
             .snapshots()
-            .ok_or("the backend cannot take snapshots")?;
+            .ok_or(BuildError::Unsupported(backend.name()))?;
         let t0 = Instant::now();
         let id = format!("snap-{}", crate::pool::cold::new_instance_id(&action.name));
         let spec = pool
             .instance_spec(action, id.clone())
-            .map_err(|e| e.to_string())?;
+            .map_err(BuildError::Spec)?;
         let fqn = action.fqn();
         pool.events.emit(
             &id,
@@ -104,7 +109,7 @@ impl ActionSnapshots {
                 None,
                 Some(format!("start failed: {e}")),
             );
-            format!("the template did not start: {e}")
+            BuildError::Start(e)
         })?;
         let prepared = prepare_template(pool, action, &sandbox).await;
         if let Err(why) = prepared {
@@ -118,10 +123,7 @@ impl ActionSnapshots {
             );
             return Err(why);
         }
-        let scratch = self
-            .books
-            .scratch(&fqn)
-            .map_err(|e| format!("cannot create the snapshot directory: {e}"))?;
+        let scratch = self.books.scratch(&fqn).map_err(BuildError::Scratch)?;
         let taken = snapshots
             .snapshot(&sandbox, &super::store::Store::image_dir(&scratch))
             .await;
@@ -138,7 +140,7 @@ impl ActionSnapshots {
                     None,
                     Some(format!("snapshot failed: {e}")),
                 );
-                return Err(format!("the snapshot failed: {e}"));
+                return Err(BuildError::Snapshot(e));
             }
         };
         let detail = format!(
@@ -149,7 +151,7 @@ impl ActionSnapshots {
         );
         self.books
             .built(action, isolation, &scratch, info)
-            .map_err(|e| format!("cannot store the snapshot: {e}"))?;
+            .map_err(BuildError::Store)?;
         pool.events
             .emit(&id, &fqn, EventKind::Snapshotted, None, Some(detail));
         pool.events.emit(
@@ -179,7 +181,8 @@ fn spawn_build(pool: &Arc<Pool>, action: &Arc<ActionSpec>, isolation: Isolation)
         let _permit = me.books.builds.acquire().await;
         if let Err(reason) = me.build(&pool, &action, isolation).await {
             tracing::warn!(action = %action.fqn(), "cannot snapshot the action: {reason}");
-            me.books.build_failed(&action, isolation, reason);
+            me.books
+                .build_failed(&action, isolation, reason.to_string());
             pool.metrics
                 .snapshots
                 .builds
@@ -195,12 +198,14 @@ async fn prepare_template(
     pool: &Pool,
     action: &ActionSpec,
     sandbox: &Arc<dyn Sandbox>,
-) -> Result<(), String> {
+) -> Result<(), BuildError> {
     pool.init_sandbox(action, sandbox)
         .await
-        .map_err(|e| format!("the template's /init failed: {e}"))?;
+        .map_err(BuildError::Init)?;
     if let When::AfterWarmup(params) = settings_of(&action.annotations).when {
-        warm_up(action, sandbox, params).await?;
+        warm_up(action, sandbox, params)
+            .await
+            .map_err(BuildError::WarmUp)?;
     }
     sandbox.client().close_idle();
     Ok(())
@@ -210,7 +215,7 @@ async fn warm_up(
     action: &ActionSpec,
     sandbox: &Arc<dyn Sandbox>,
     params: serde_json::Map<String, Value>,
-) -> Result<(), String> {
+) -> Result<(), RunFailure> {
     let mut value: serde_json::Map<String, Value> = action
         .parameters
         .iter()
@@ -230,19 +235,18 @@ async fn warm_up(
     let marks = sandbox.logs().marks();
     let reply = tokio::time::timeout(timeout, sandbox.client().post_json("/run", &body))
         .await
-        .map_err(|_| "the warm-up run timed out".to_string())?
-        .map_err(|e| format!("the warm-up run failed: {e}"))?;
+        .map_err(|_| RunFailure::Timeout)?
+        .map_err(RunFailure::Transport)?;
     // Its output is the template's, not any activation's.
     let _ = sandbox
         .logs()
         .take_after(marks, Duration::from_millis(100))
         .await;
     if reply.status != 200 {
-        return Err(format!(
-            "the warm-up run answered {}: {}",
-            reply.status,
-            String::from_utf8_lossy(&reply.body)
-        ));
+        return Err(RunFailure::Status {
+            status: reply.status,
+            body: String::from_utf8_lossy(&reply.body).into_owned(),
+        });
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 
 mod build;
 mod component;
+pub mod error;
 mod restore;
 pub mod settings;
 mod store;

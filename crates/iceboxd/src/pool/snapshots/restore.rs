@@ -2,6 +2,7 @@
 //! restore of a snapshot, turning the recording of its first activation into the snapshot's
 //! loading set. Any failure falls back to a normal start and says so.
 
+use super::error::RestoreError;
 use super::{ActionSnapshots, RestoredFrom};
 use crate::pool::backends::Isolation;
 use crate::pool::component::Provided;
@@ -56,7 +57,7 @@ impl ActionSnapshots {
                     Err(e)
                 }
             },
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(RestoreError::Restore(e)),
         };
         let sandbox = match restored {
             Ok(sandbox) => sandbox,
@@ -72,7 +73,8 @@ impl ActionSnapshots {
                         "{reason}; starting normally, the snapshot is discarded"
                     )),
                 );
-                self.books.fail(&key, &plan.version, reason, true);
+                self.books
+                    .fail(&key, &plan.version, reason.to_string(), true);
                 pool.metrics
                     .snapshots
                     .fallbacks
@@ -223,7 +225,7 @@ impl ActionSnapshots {
 /// Tells the restored runtime it is a new instance: fresh random state, this instance's values
 /// of the variables in `RESTORE_ENV`, the action's restore hook (docs/runtime-protocol.md,
 /// `/icebox/restored`).
-async fn reseed(sandbox: &Arc<dyn Sandbox>, spec: &InstanceSpec) -> Result<(), String> {
+async fn reseed(sandbox: &Arc<dyn Sandbox>, spec: &InstanceSpec) -> Result<(), RestoreError> {
     let seed: [u8; 32] = rand::random();
     let seed: String = seed.iter().map(|b| format!("{b:02x}")).collect();
     let env: serde_json::Map<String, serde_json::Value> = spec
@@ -238,14 +240,13 @@ async fn reseed(sandbox: &Arc<dyn Sandbox>, spec: &InstanceSpec) -> Result<(), S
         sandbox.client().post_json("/icebox/restored", &body),
     )
     .await
-    .map_err(|_| "the restored runtime did not answer /icebox/restored".to_string())?
-    .map_err(|e| format!("the restored runtime cannot be reached: {e}"))?;
+    .map_err(|_| RestoreError::ReseedTimeout)?
+    .map_err(RestoreError::ReseedUnreachable)?;
     if reply.status != 200 {
-        return Err(format!(
-            "the restored runtime refused /icebox/restored ({}): {}",
-            reply.status,
-            String::from_utf8_lossy(&reply.body)
-        ));
+        return Err(RestoreError::ReseedRefused {
+            status: reply.status,
+            body: String::from_utf8_lossy(&reply.body).into_owned(),
+        });
     }
     Ok(())
 }
