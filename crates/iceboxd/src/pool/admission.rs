@@ -67,8 +67,9 @@ enum Place {
         reservation: StartReservation,
         evict: Vec<String>,
     },
-    /// Holds one place of the queue.
-    Queued,
+    /// Holds one place of the queue; `joining`: waits for an instance of the action being
+    /// started, which has room for it.
+    Queued { joining: bool },
 }
 
 /// A place under max_instances held for an instance being started; dropped unfulfilled, the
@@ -76,6 +77,7 @@ enum Place {
 pub(super) struct StartReservation {
     pool: Arc<Pool>,
     fqn: String,
+    version: String,
     fulfilled: bool,
 }
 
@@ -88,7 +90,7 @@ impl StartReservation {
 impl Drop for StartReservation {
     fn drop(&mut self) {
         if !self.fulfilled {
-            self.pool.slots.abandon_start(&self.fqn);
+            self.pool.slots.abandon_start(&self.fqn, &self.version);
             self.pool.queue.wake_all();
         }
     }
@@ -99,18 +101,21 @@ impl Pool {
     /// a refusal.
     pub fn admit(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Result<Ticket, AdmitError> {
         let place = match self
-            .claim(action)
+            .claim(action, false)
             .map_err(|ShuttingDown| AdmitError::ShuttingDown)?
         {
-            Some(place) => place,
-            None => {
+            Place::Queued { joining } => {
                 if !self.queue.enter() {
+                    if joining {
+                        self.slots.stop_joining(action);
+                    }
                     self.metrics.rejected.inc();
                     return Err(AdmitError::QueueFull);
                 }
                 self.metrics.queue_length.inc();
-                Place::Queued
+                Place::Queued { joining }
             }
+            place => place,
         };
         Ok(Ticket {
             pool: self.clone(),
@@ -119,14 +124,16 @@ impl Pool {
         })
     }
 
-    fn claim(self: &Arc<Self>, action: &ActionSpec) -> Result<Option<Place>, ShuttingDown> {
+    /// A place for the invocation; `Place::Queued` when it must wait (not yet in the queue).
+    fn claim(self: &Arc<Self>, action: &ActionSpec, joining: bool) -> Result<Place, ShuttingDown> {
         let per_action = self
             .backends
             .get(self.backends.isolation_of(action))
             .ok()
             .and_then(|b| b.instances_per_action());
-        Ok(match self.slots.claim(action, &self.policy, per_action)? {
-            Claim::Wait => None,
+        Ok(match self.slots.claim(action, &self.policy, per_action, joining)? {
+            Claim::Wait => Place::Queued { joining: false },
+            Claim::Join => Place::Queued { joining: true },
             Claim::Warm(instance, idle_since) => {
                 if let Some(since) = idle_since {
                     let idle = self.clock.now_ms().saturating_sub(since);
@@ -134,16 +141,17 @@ impl Pool {
                         c.on_reused(self, &instance, idle);
                     }
                 }
-                Some(Place::Warm(instance))
+                Place::Warm(instance)
             }
-            Claim::Cold { evict } => Some(Place::Cold {
+            Claim::Cold { evict } => Place::Cold {
                 reservation: StartReservation {
                     pool: self.clone(),
                     fqn: action.fqn(),
+                    version: action.version.clone(),
                     fulfilled: false,
                 },
                 evict,
-            }),
+            },
         })
     }
 
@@ -158,24 +166,33 @@ impl Ticket {
     pub async fn lease(mut self, wait_limit: Duration) -> Result<Lease, AcquireError> {
         let pool = self.pool.clone();
         let deadline = Instant::now() + wait_limit;
-        while let Some(Place::Queued) = self.place {
+        while let Some(Place::Queued { joining }) = self.place {
             let notified = pool.queue.notified();
-            // Dropping the ticket on an error leaves the queue.
-            if let Some(place) = pool
-                .claim(&self.action)
+            // The claim gave up any room held on a starting instance; until it has a place,
+            // the ticket waits as what the claim says (dropping it on an error leaves the
+            // queue, see Drop).
+            self.place = Some(Place::Queued { joining: false });
+            match pool
+                .claim(&self.action, joining)
                 .map_err(|ShuttingDown| AcquireError::ShuttingDown)?
             {
-                self.place = Some(place);
-                pool.leave_queue();
-            } else if tokio::time::timeout_at(deadline.into(), notified)
-                .await
-                .is_err()
-            {
-                return Err(AcquireError::QueueTimeout(wait_limit));
+                Place::Queued { joining } => {
+                    self.place = Some(Place::Queued { joining });
+                    if tokio::time::timeout_at(deadline.into(), notified)
+                        .await
+                        .is_err()
+                    {
+                        return Err(AcquireError::QueueTimeout(wait_limit));
+                    }
+                }
+                place => {
+                    self.place = Some(place);
+                    pool.leave_queue();
+                }
             }
         }
         match self.place.take().expect("a ticket is leased once") {
-            Place::Queued => unreachable!("left the queue above"),
+            Place::Queued { .. } => unreachable!("left the queue above"),
             Place::Warm(instance) => {
                 // Until it runs, the claim is given back if this future is dropped.
                 let lease = Lease::new(&pool, instance.clone(), false, None);
@@ -230,7 +247,12 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         match self.place.take() {
             None => {}
-            Some(Place::Queued) => self.pool.leave_queue(),
+            Some(Place::Queued { joining }) => {
+                if joining {
+                    self.pool.slots.stop_joining(&self.action);
+                }
+                self.pool.leave_queue();
+            }
             // The reservation gives its place back as it drops.
             Some(Place::Cold {
                 reservation: _,

@@ -49,6 +49,8 @@ impl Pool {
             return Err(AcquireError::ShuttingDown);
         }
         reservation.fulfilled();
+        // Invocations waiting to join it (a sharing instance) take their places now.
+        self.queue.wake_all();
         self.watch_exit(&instance);
         self.events
             .emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);

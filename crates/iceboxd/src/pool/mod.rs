@@ -36,6 +36,8 @@ mod view;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_burst;
+#[cfg(test)]
 mod tests_freeze;
 #[cfg(test)]
 mod tests_snapshots;
