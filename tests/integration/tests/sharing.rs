@@ -402,6 +402,13 @@ fn sharing_annotations_are_checked_at_deploy() {
             json!([{"key": "icebox.sharing", "value": "isolate"}, {"key": "icebox.isolate_memory", "value": 4}]),
             "between 16 and",
         ),
+        // The v8 engine's isolates reach nothing of the host: refused at deploy, by name.
+        (
+            "nodejs:20",
+            "const { execSync } = require('node:child_process');\nfunction main() { return {out: String(execSync('id'))}; }",
+            json!([{"key": "icebox.sharing", "value": "isolate"}]),
+            "'child_process'",
+        ),
     ];
     for (kind, code, annotations, expected) in cases {
         let reply = put(kind, code, annotations.clone());
@@ -414,6 +421,13 @@ fn sharing_annotations_are_checked_at_deploy() {
     }
     // Nothing was stored by the refusals.
     assert_eq!(d.get("/api/v1/namespaces/_/actions/bad").status, 404);
+    // The worker engine has Node's built-ins: the same code deploys there.
+    let worker = put(
+        "nodejs:20",
+        "const fs = require('fs');\nfunction main() { return {}; }",
+        json!([{"key": "icebox.sharing", "value": "isolate"}, {"key": "icebox.isolate_engine", "value": "worker"}]),
+    );
+    assert_eq!(worker.status, 200, "{}", worker.body);
 }
 
 #[test]
@@ -501,7 +515,11 @@ def main(args):
             .map(Activation::expect_success)
             .collect();
         let ran_on: BTreeSet<&str> = runs.iter().map(|a| a.instance()).collect();
-        assert_eq!(ran_on.len(), 1, "{name}: one instance took the burst: {ran_on:?}");
+        assert_eq!(
+            ran_on.len(),
+            1,
+            "{name}: one instance took the burst: {ran_on:?}"
+        );
         let instances = instances_of(&d, name);
         assert_eq!(instances.len(), 1, "{name}: {instances:?}");
         assert_eq!(instances[0]["invocations"], 8, "{name}: {}", instances[0]);

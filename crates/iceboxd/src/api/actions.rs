@@ -206,6 +206,7 @@ pub async fn put(
         .unwrap_or_default();
     crate::pool::sharing::validate(&spec.annotations, &language, spec.limits.memory)
         .map_err(ApiError::bad_request)?;
+    crate::pool::sharing::validate_code(&spec).map_err(ApiError::bad_request)?;
     state
         .pool
         .backends()

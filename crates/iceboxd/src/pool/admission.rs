@@ -131,28 +131,33 @@ impl Pool {
             .get(self.backends.isolation_of(action))
             .ok()
             .and_then(|b| b.instances_per_action());
-        Ok(match self.slots.claim(action, &self.policy, per_action, joining)? {
-            Claim::Wait => Place::Queued { joining: false },
-            Claim::Join => Place::Queued { joining: true },
-            Claim::Warm(instance, idle_since) => {
-                if let Some(since) = idle_since {
-                    let idle = self.clock.now_ms().saturating_sub(since);
-                    for c in self.components.iter() {
-                        c.on_reused(self, &instance, idle);
+        Ok(
+            match self
+                .slots
+                .claim(action, &self.policy, per_action, joining)?
+            {
+                Claim::Wait => Place::Queued { joining: false },
+                Claim::Join => Place::Queued { joining: true },
+                Claim::Warm(instance, idle_since) => {
+                    if let Some(since) = idle_since {
+                        let idle = self.clock.now_ms().saturating_sub(since);
+                        for c in self.components.iter() {
+                            c.on_reused(self, &instance, idle);
+                        }
                     }
+                    Place::Warm(instance)
                 }
-                Place::Warm(instance)
-            }
-            Claim::Cold { evict } => Place::Cold {
-                reservation: StartReservation {
-                    pool: self.clone(),
-                    fqn: action.fqn(),
-                    version: action.version.clone(),
-                    fulfilled: false,
+                Claim::Cold { evict } => Place::Cold {
+                    reservation: StartReservation {
+                        pool: self.clone(),
+                        fqn: action.fqn(),
+                        version: action.version.clone(),
+                        fulfilled: false,
+                    },
+                    evict,
                 },
-                evict,
             },
-        })
+        )
     }
 
     fn leave_queue(&self) {

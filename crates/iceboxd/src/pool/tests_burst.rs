@@ -23,9 +23,7 @@ fn shared(name: &str, concurrency: u32) -> Arc<ActionSpec> {
 
 /// Admits `n` activations of `a` while its first instance is held in /init, then lets it go.
 async fn burst(h: &Harness, gate: &Semaphore, a: &Arc<ActionSpec>, n: usize) -> Vec<Lease> {
-    let tickets: Vec<_> = (0..n)
-        .map(|_| h.pool.admit(a).expect("admitted"))
-        .collect();
+    let tickets: Vec<_> = (0..n).map(|_| h.pool.admit(a).expect("admitted")).collect();
     let leasing: Vec<_> = tickets
         .into_iter()
         .map(|t| tokio::spawn(t.lease(Duration::from_secs(30))))
@@ -53,7 +51,11 @@ async fn a_cold_burst_joins_the_instance_being_started() {
     });
     let a = shared("burst", 8);
     let leases = burst(&h, &gate, &a, 8).await;
-    assert_eq!(h.started(), 1, "one instance absorbs a burst of its capacity");
+    assert_eq!(
+        h.started(),
+        1,
+        "one instance absorbs a burst of its capacity"
+    );
     let ids: std::collections::HashSet<_> = leases.iter().map(|l| l.instance.id.clone()).collect();
     assert_eq!(ids.len(), 1);
     assert_eq!(leases.iter().filter(|l| l.cold).count(), 1);
@@ -73,7 +75,11 @@ async fn a_burst_beyond_one_instance_starts_only_as_many_as_it_needs() {
     });
     let a = shared("burst", 4);
     let leases = burst(&h, &gate, &a, 10).await;
-    assert_eq!(h.started(), 3, "10 activations at 4 per instance need 3 instances");
+    assert_eq!(
+        h.started(),
+        3,
+        "10 activations at 4 per instance need 3 instances"
+    );
     for l in leases {
         l.release(Health::Reusable).await;
     }
@@ -105,7 +111,11 @@ async fn activations_waiting_for_a_start_that_fails_start_their_own() {
     for w in waiting {
         leases.push(w.await.unwrap().expect("the waiting ones got an instance"));
     }
-    assert_eq!(h.started(), 2, "one failed start, then one instance for the three");
+    assert_eq!(
+        h.started(),
+        2,
+        "one failed start, then one instance for the three"
+    );
     for l in leases {
         l.release(Health::Reusable).await;
     }

@@ -2,6 +2,8 @@
 //! of an action takes, what its runtime is told at start-up, and the runtime's own account of
 //! its isolates or contexts, shown per instance.
 
+mod scan;
+
 use super::component::Component;
 use super::extensions::Extensions;
 use super::instance::{Origin, Slot};
@@ -136,6 +138,23 @@ pub fn sharing_env(action: Option<&ActionSpec>) -> Vec<(String, String)> {
 fn number(v: &Value) -> Option<u64> {
     v.as_u64()
         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
+/// Checked at deployment: an action in isolate mode on the v8 engine whose own code loads a
+/// Node.js built-in that reaches the host is refused, naming the module (docs/isolates.md).
+pub fn validate_code(action: &ActionSpec) -> Result<(), String> {
+    if sharing_of(action) != SharingMode::Isolate || isolate_engine(action) != "v8" {
+        return Ok(());
+    }
+    match scan::first_host_builtin(&action.exec.code, action.exec.binary) {
+        None => Ok(()),
+        Some((module, file)) => Err(format!(
+            "The action requires the Node.js built-in module '{module}' ({file}), which isolate \
+             mode's v8 engine does not provide: its isolates reach nothing of the host. Set the \
+             annotation '{}' to 'worker', or use '{ANNOTATION}' 'shared' or 'process'.",
+            ISOLATE_ENGINE.0
+        )),
+    }
 }
 
 /// Checked at deployment, so a bad setting is a 400 now rather than a failed cold start later.
