@@ -57,6 +57,8 @@ pub struct Ticket {
     pool: Arc<Pool>,
     action: Arc<ActionSpec>,
     place: Option<Place>,
+    /// An invocation's (a pre-warm's is not).
+    activation: bool,
 }
 
 enum Place {
@@ -121,6 +123,7 @@ impl Pool {
             pool: self.clone(),
             action: action.clone(),
             place: Some(place),
+            activation: true,
         })
     }
 
@@ -158,6 +161,38 @@ impl Pool {
                 },
             },
         )
+    }
+
+    /// Starts an instance of the action with no invocation, to be kept idle (a pre-warm), when
+    /// a place for a new one is free now; returns its id. An action that has a live instance,
+    /// or no place now, gets none.
+    pub(super) async fn start_idle(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Option<String> {
+        if self.slots.has_live_instance(action) {
+            return None;
+        }
+        let place = match self.claim(action, false).ok()? {
+            cold @ Place::Cold { .. } => cold,
+            Place::Warm(instance) => {
+                self.unclaim(&instance);
+                return None;
+            }
+            Place::Queued { joining } => {
+                if joining {
+                    self.slots.stop_joining(action);
+                }
+                return None;
+            }
+        };
+        let ticket = Ticket {
+            pool: self.clone(),
+            action: action.clone(),
+            place: Some(place),
+            activation: false,
+        };
+        let lease = ticket.lease(Duration::ZERO).await.ok()?;
+        let id = lease.instance.id.clone();
+        lease.park().await;
+        Some(id)
     }
 
     fn leave_queue(&self) {
@@ -200,7 +235,7 @@ impl Ticket {
             Place::Queued { .. } => unreachable!("left the queue above"),
             Place::Warm(instance) => {
                 // Until it runs, the claim is given back if this future is dropped.
-                let lease = Lease::new(&pool, instance.clone(), false, None);
+                let lease = Lease::new(&pool, instance.clone(), false, None, self.activation);
                 match instance.ensure_thawed().await {
                     Ok(Some(took)) => {
                         pool.metrics.thaw_seconds.observe(took.as_secs_f64());
@@ -242,7 +277,8 @@ impl Ticket {
                         .await
                 });
                 let _ = destroyed.await;
-                pool.cold_start(&self.action, reservation).await
+                pool.cold_start(&self.action, reservation, self.activation)
+                    .await
             }
         }
     }

@@ -18,10 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 impl Pool {
+    /// `activation`: an invocation's start (a pre-warm without one passes false).
     pub(super) async fn cold_start(
         self: &Arc<Self>,
         action: &Arc<ActionSpec>,
         reservation: StartReservation,
+        activation: bool,
     ) -> Result<Lease, AcquireError> {
         // A failed start drops the reservation, which frees its place.
         let (instance, init_ms) = self.start_instance(action).await?;
@@ -35,6 +37,7 @@ impl Pool {
             frozen_since: None,
             reclaiming: false,
             reclaimed_since_last_run: false,
+            keep_alive_ms: None,
         };
         if self.slots.add_started(slot).is_err() {
             // The pool shut down meanwhile; its place is held until the sandbox is gone.
@@ -54,7 +57,7 @@ impl Pool {
         self.watch_exit(&instance);
         self.events
             .emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
-        Ok(Lease::new(self, instance, true, Some(init_ms)))
+        Ok(Lease::new(self, instance, true, Some(init_ms), activation))
     }
 
     async fn start_instance(

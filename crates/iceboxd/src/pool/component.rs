@@ -86,6 +86,19 @@ pub trait Component: Any + Send + Sync {
     /// passes both barriers at once.
     async fn on_init_done(&self, _pool: &Arc<Pool>, _instance: &Arc<Instance>) {}
 
+    /// An activation of `action` got its instance (warm or cold).
+    fn on_activation_start(&self, _pool: &Pool, _action: &ActionSpec) {}
+
+    /// That activation gave its instance back (whatever became of the instance).
+    fn on_activation_end(&self, _pool: &Pool, _action: &ActionSpec) {}
+
+    /// How long this instance, going idle now, is kept (from now), instead of the node's TTL;
+    /// the first component with an answer decides. Called on every give-back, so it must not
+    /// act; `on_release` may.
+    fn keep_alive_ms(&self, _pool: &Pool, _instance: &Instance) -> Option<Millis> {
+        None
+    }
+
     /// A kept-alive instance was taken for a request after `idle_ms` of idleness.
     fn on_reused(&self, _pool: &Pool, _instance: &Instance, _idle_ms: Millis) {}
 

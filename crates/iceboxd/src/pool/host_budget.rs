@@ -93,6 +93,7 @@ impl Pool {
                     ..spec.clone()
                 }),
                 frozen: s.frozen_since.is_some(),
+                keep_alive_ms: s.keep_alive_ms,
             })
             .collect();
         for id in self.policy.room_for(&idle, need, budget.free_soon()) {

@@ -133,4 +133,6 @@ pub(crate) struct Slot {
     pub reclaiming: bool,
     /// Reclaimed since its last activation: nothing new to reclaim.
     pub reclaimed_since_last_run: bool,
+    /// Its own keep-alive from `idle_since` (a component's window), instead of the TTL.
+    pub keep_alive_ms: Option<Millis>,
 }

@@ -23,6 +23,7 @@ mod env;
 mod error;
 pub mod extensions;
 mod host_budget;
+mod hybrid;
 mod instance;
 mod manager;
 pub mod offload;
@@ -39,6 +40,8 @@ mod tests;
 mod tests_burst;
 #[cfg(test)]
 mod tests_freeze;
+#[cfg(test)]
+mod tests_hybrid;
 #[cfg(test)]
 mod tests_snapshots;
 
@@ -81,6 +84,8 @@ pub struct PoolConfig {
     /// The offload pool, opened (its device exists from here on).
     pub offload_pool: Arc<PoolState>,
     pub snapshots: snapshots::SnapshotConfig,
+    /// The hybrid histogram keep-alive (`--keep-alive-policy hybrid`); None: the fixed TTL.
+    pub hybrid: Option<icebox_policy::HybridConfig>,
     /// The node's budget of buffered activation output (logs and responses).
     pub output_budget: Arc<icebox_sandbox::OutputBudget>,
 }
@@ -94,6 +99,9 @@ pub struct Lease {
     pub cold: bool,
     /// /init duration on a cold start.
     pub init_ms: Option<u64>,
+    /// It serves an invocation (a pre-warm's lease does not): the components see its start
+    /// and end.
+    activation: bool,
     given_back: bool,
 }
 
@@ -155,19 +163,41 @@ pub struct Pool {
 }
 
 impl Lease {
-    fn new(pool: &Arc<Pool>, instance: Arc<Instance>, cold: bool, init_ms: Option<u64>) -> Lease {
+    fn new(
+        pool: &Arc<Pool>,
+        instance: Arc<Instance>,
+        cold: bool,
+        init_ms: Option<u64>,
+        activation: bool,
+    ) -> Lease {
+        if activation {
+            for c in pool.components.iter() {
+                c.on_activation_start(pool, &instance.action);
+            }
+        }
         Lease {
             pool: pool.clone(),
             instance,
             cold,
             init_ms,
+            activation,
             given_back: false,
+        }
+    }
+
+    /// The activation is over (whatever became of the instance).
+    fn end(&mut self) {
+        self.given_back = true;
+        if self.activation {
+            for c in self.pool.components.iter() {
+                c.on_activation_end(&self.pool, &self.instance.action);
+            }
         }
     }
 
     /// Give the instance back after its activation.
     pub async fn release(mut self, health: Health) {
-        self.given_back = true;
+        self.end();
         let pool = self.pool.clone();
         match pool.put_back(&self.instance, health, true) {
             Some(reason) => pool.evict(&self.instance.id, reason).await,
@@ -181,14 +211,24 @@ impl Lease {
 
     /// Give the instance back unused and evict it (it could not be made ready).
     async fn discard(mut self, reason: EvictReason) {
-        self.given_back = true;
+        self.end();
         self.pool.evict(&self.instance.id, reason).await;
+    }
+
+    /// A pre-warmed instance, never run, joins the keep-alive pool as idle.
+    async fn park(mut self) {
+        self.end();
+        let pool = self.pool.clone();
+        if let Some(reason) = pool.put_back(&self.instance, Health::Reusable, false) {
+            pool.evict(&self.instance.id, reason).await;
+        }
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         if !self.given_back {
+            self.end();
             tracing::warn!(instance = %self.instance.id, "an activation ended without giving its instance back: evicting it");
             self.pool
                 .evict_in_background(&self.instance.id, EvictReason::Error);
@@ -256,7 +296,13 @@ impl Pool {
     /// The books of giving an instance back; Some: it must be evicted now.
     fn put_back(&self, instance: &Instance, health: Health, ran: bool) -> Option<EvictReason> {
         let id = &instance.id;
-        let evict = self.slots.put_back(id, health, ran, self.clock.now_ms());
+        let keep_alive = self
+            .components
+            .iter()
+            .find_map(|c| c.keep_alive_ms(self, instance));
+        let evict = self
+            .slots
+            .put_back(id, health, ran, self.clock.now_ms(), keep_alive);
         if ran {
             self.events
                 .emit(id, &instance.fqn, EventKind::RunEnd, None, None);

@@ -135,6 +135,7 @@ impl Slots {
                 idle_since: s.idle_since,
                 charged: self.charge_of(s),
                 frozen: s.state == InstanceState::Frozen,
+                keep_alive_ms: s.keep_alive_ms,
             })
             .collect()
     }
@@ -268,6 +269,16 @@ impl Slots {
         t.started(fqn, version);
     }
 
+    /// Whether an instance of this action version is in the books or being started.
+    pub fn has_live_instance(&self, action: &ActionSpec) -> bool {
+        let t = self.table.lock().unwrap();
+        let fqn = action.fqn();
+        t.starting_of.get(&fqn).is_some_and(|n| *n > 0)
+            || t.slots.values().any(|s| {
+                s.instance.fqn == fqn && s.instance.action.version == action.version && !s.stale
+            })
+    }
+
     /// An invocation waiting for an instance being started gave up (its ticket was dropped).
     pub fn stop_joining(&self, action: &ActionSpec) {
         self.table
@@ -281,12 +292,14 @@ impl Slots {
     }
 
     /// An activation ended (`ran`) or a claim went unused; Some: evict the instance now.
+    /// `keep_alive_ms`: its own keep-alive if it goes idle now (else the TTL).
     pub fn put_back(
         &self,
         id: &str,
         health: Health,
         ran: bool,
         now: Millis,
+        keep_alive_ms: Option<Millis>,
     ) -> Option<EvictReason> {
         let mut t = self.table.lock().unwrap();
         let slot = t.slots.get_mut(id)?;
@@ -301,6 +314,7 @@ impl Slots {
                 if slot.in_flight == 0 && slot.state == InstanceState::Running {
                     slot.state = InstanceState::Idle;
                     slot.idle_since = now;
+                    slot.keep_alive_ms = keep_alive_ms;
                 }
                 None
             }

@@ -6,6 +6,7 @@ use super::backends::Backends;
 use super::component::{Component, Components};
 use super::desiccant::Desiccant;
 use super::host_budget::HostBudget;
+use super::hybrid::HybridKeepAlive;
 use super::offload::Offload;
 use super::prewarm::Prewarm;
 use super::sharing::Sharing;
@@ -36,5 +37,8 @@ pub(super) fn register(cfg: &PoolConfig, backends: &Backends) -> Components {
         cfg.offload_pool.clone(),
     )));
     list.push(Arc::new(Sharing));
+    if let Some(hybrid) = cfg.hybrid {
+        list.push(Arc::new(HybridKeepAlive::new(hybrid)));
+    }
     Components::new(list)
 }
