@@ -204,9 +204,12 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_LIBRARY_PAGEOUT", default_value = "keep-cached")]
     pub library_pageout: icebox_policy::LibraryPageout,
 
-    /// Where offloaded memory goes: none, swap (the swap the operator configured) or
-    /// zram:SIZE (iceboxd creates its own compressed-RAM swap device, lz4, highest priority,
-    /// and removes it at exit, or at the next start after a crash; needs root).
+    /// Where offloaded memory goes: none, swap (the swap the operator configured),
+    /// zram:SIZE (iceboxd creates its own compressed-RAM swap device, lz4, highest priority),
+    /// swapfile:PATH:SIZE (iceboxd creates a swap file at PATH, with the kernel's zswap in front
+    /// of it where the kernel has zswap: offloaded pages leave the node's RAM), or
+    /// zram:SIZE+swapfile:PATH:SIZE (zram first, the file once zram is full). What iceboxd
+    /// creates it removes at exit, or at the next start after a crash; needs root.
     #[arg(long, env = "ICEBOX_OFFLOAD_POOL", default_value = "none")]
     pub offload_pool: icebox_mem::PoolSpec,
 
