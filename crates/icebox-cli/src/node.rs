@@ -536,6 +536,7 @@ mod tests {
             default_isolation: "process".into(),
             isolations: vec![],
             registry: None,
+            code: None,
         };
         let line = health_line(&h, "http://127.0.0.1:8740");
         assert!(
@@ -567,6 +568,7 @@ mod tests {
                 iso("vm-shared", Some("no guest image")),
             ],
             registry: None,
+            code: None,
         };
         let line = health_line(&h, "http://x");
         assert!(
@@ -605,6 +607,7 @@ mod tests {
             default_isolation: "process".into(),
             isolations: vec![],
             registry: None,
+            code: None,
         };
         let line = health_line(&h, "http://127.0.0.1:8740");
         assert!(
