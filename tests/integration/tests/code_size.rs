@@ -7,7 +7,7 @@
 //! committed.
 
 use base64::Engine;
-use icebox_integration::{action_path, paths, Auth, Daemon, Reply, AUTH};
+use icebox_integration::{action_path, paths, Auth, Daemon, Reply, StateDir, AUTH};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -162,15 +162,19 @@ fn deploy_cycle(
     first: &Path,
     second: &Path,
 ) -> Value {
+    // At /init a runtime holds the base64, the decoded archive and (Python, Node.js) its files
+    // extracted to a tmpfs charged to the instance: 40 MB of archive needs more than the
+    // default 256 MB (the runtime is killed during /init at 256, sometimes for Node.js,
+    // always for Java).
     let mut vars = vec![
         ("ACTION", name),
         ("KIND", kind),
         ("FILE", first.to_str().unwrap()),
         ("UPDATE", second.to_str().unwrap()),
+        ("MEMORY", "512"),
     ];
     if let Some(main) = main {
         vars.push(("MAIN", main));
-        vars.push(("MEMORY", "512"));
     }
     let seen = run_client(d, &vars);
     assert_eq!(seen["created"]["version"], "0.0.1", "{seen}");
@@ -477,4 +481,56 @@ fn bad_base64_is_a_clear_400_and_keeps_the_old_version() {
     );
     assert_eq!(code_usage(&d)["files"], 1, "{}", d.log_text());
     d.stop();
+}
+
+#[test]
+fn stored_code_outlives_a_restart_and_goes_with_its_last_action() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (dir.path().join("one.zip"), dir.path().join("two.zip"));
+    python_zip(&one, 1024, "one");
+    python_zip(&two, 1024, "two");
+    let (one, two) = (std::fs::read(&one).unwrap(), std::fs::read(&two).unwrap());
+    let state = StateDir::new();
+    let first = Daemon::start_on(&state, &["--prewarm", "none"]);
+    assert_eq!(put_zip(&first, "a", &one).status, 200);
+    assert_eq!(put_zip(&first, "b", &one).status, 200);
+    assert_eq!(code_usage(&first)["files"], 1, "one archive, one file");
+    first.stop();
+
+    let second = Daemon::start_on(&state, &["--prewarm", "none"]);
+    assert_eq!(code_usage(&second)["files"], 1);
+    let inv = second.invoke("a", json!({}));
+    assert_eq!(
+        inv.record["response"]["result"]["tag"], "one",
+        "{}",
+        inv.record
+    );
+    // An update of one of them to another archive: both files are in use.
+    let body = json!({"exec": {"kind": "python:3", "binary": true,
+        "code": base64::engine::general_purpose::STANDARD.encode(&two)}});
+    let reply = second.request(
+        "PUT",
+        &format!("{}?overwrite=true", action_path("a")),
+        Auth::Key(AUTH),
+        Some(body.to_string().as_bytes()),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(code_usage(&second)["files"], 2);
+    let inv = second.invoke("a", json!({}));
+    assert_eq!(
+        inv.record["response"]["result"]["tag"], "two",
+        "{}",
+        inv.record
+    );
+    second
+        .request("DELETE", &action_path("b"), Auth::Key(AUTH), None)
+        .expect(200);
+    assert_eq!(code_usage(&second)["files"], 1, "b's archive went with b");
+    let inv = second.invoke("a", json!({}));
+    assert_eq!(
+        inv.record["response"]["result"]["tag"], "two",
+        "{}",
+        inv.record
+    );
+    second.stop();
 }

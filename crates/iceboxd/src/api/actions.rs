@@ -171,14 +171,15 @@ pub async fn put(
     check_name(&name)?;
     let overwrite = query::flag("overwrite", q.overwrite.as_deref(), false)?;
     let bytes = body_bytes(&state, body, None)?;
+    // Held until the action is cached: no collection of unused code removes the file it names
+    // (a new upload's, or the stored one an update keeps) before.
+    let naming = state.code.naming.read().await;
     let existing = if overwrite {
         state.action(&namespace, &name)
     } else {
         None
     };
     let old_stored = existing.as_ref().is_some_and(|a| a.exec.sha256.is_some());
-    // Held until the action is cached: no collection of unused code removes its file before.
-    let naming = state.code.naming.read().await;
     // Parsing borrows the code from the body and decoding writes it to a file: off the async
     // workers, and the body is dropped as soon as that is done.
     let parsing = state.clone();
@@ -187,10 +188,12 @@ pub async fn put(
             .await?;
     let new_stored = matches!(&parsed, Ok((_, exec)) if exec.sha256.is_some());
     let result = match parsed {
-        Ok((body, exec)) => store_put(&state, body, exec, namespace, name, overwrite).await,
-        Err(e) => Err(e),
+        Ok((body, exec)) => store_put(&state, naming, body, exec, namespace, name, overwrite).await,
+        Err(e) => {
+            drop(naming);
+            Err(e)
+        }
     };
-    drop(naming);
     // The old version's file, or a file stored for a refused update, may be unused now.
     if old_stored || new_stored || result.is_err() {
         state.collect_code().await;
@@ -232,6 +235,7 @@ struct PutFields {
 
 async fn store_put(
     state: &AppState,
+    naming: tokio::sync::RwLockReadGuard<'_, ()>,
     body: PutFields,
     exec: Exec,
     namespace: String,
@@ -289,6 +293,7 @@ async fn store_put(
         tokio::task::spawn_blocking(move || registry.put_action(spec, overwrite)).await??;
     let fqn = stored.fqn();
     let stored = state.cache_action(stored);
+    drop(naming);
     // Instances of the previous version must not serve the new one.
     state.pool.retire_action(&fqn).await;
     state.pool.build_snapshot_if_missing(&stored);
