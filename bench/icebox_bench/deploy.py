@@ -33,7 +33,7 @@ async def deploy(client: IceboxClient, spec: FunctionSpec, action_name: str | No
                 name,
                 413,
                 f"function {spec.name}'s code is {size_mib:.1f} MiB as sent, over "
-                "the daemon's payload limit (iceboxd --max-payload)",
+                "the daemon's code or request-body limit (iceboxd --max-code-size, --max-body)",
             ) from None
         raise ApiError("PUT", name, e.status, f"deploying {spec.name} ({spec.path.name}): {e.message}") from None
 

@@ -11,8 +11,9 @@ use std::time::Duration;
 /// Blocking invocations may legitimately take the daemon's full 60 s wait.
 const READ_TIMEOUT: Duration = Duration::from_secs(75);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Generous: the daemon refuses request bodies over 5 MiB, answers are of the same order.
-const MAX_BODY: u64 = 64 * 1024 * 1024;
+/// Generous: the largest answer is an action of the daemon's largest code size (48 MiB by
+/// default) as base64 in its JSON, 64 MiB and a little more.
+const MAX_BODY: u64 = 96 * 1024 * 1024;
 
 /// Path prefix of the caller's own namespace in the OpenWhisk API.
 pub const NAMESPACE: &str = "/api/v1/namespaces/_";
@@ -313,7 +314,8 @@ pub fn http_error(
         ),
         404 => format!("not found: {message}"),
         409 => format!("conflict: {message}"),
-        413 => format!("the request is too large for iceboxd (at most 5 MiB): {message}"),
+        // The message names the limit: the code size, the invocation payload or the body.
+        413 => format!("the request is too large for iceboxd: {message}"),
         429 => {
             let when = retry_after
                 .map(|s| format!(" in {s} s"))

@@ -555,6 +555,7 @@ mod tests {
             default_isolation: "process".into(),
             isolations: vec![],
             registry: None,
+            code: None,
         };
         let line = health_line(&h, "http://127.0.0.1:8740");
         assert!(
@@ -586,6 +587,7 @@ mod tests {
                 iso("vm-shared", Some("no guest image")),
             ],
             registry: None,
+            code: None,
         };
         let line = health_line(&h, "http://x");
         assert!(
@@ -624,6 +626,7 @@ mod tests {
             default_isolation: "process".into(),
             isolations: vec![],
             registry: None,
+            code: None,
         };
         let line = health_line(&h, "http://127.0.0.1:8740");
         assert!(

@@ -15,6 +15,10 @@ pub struct Exec {
     /// Entry point; runtimes default to `main` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub main: Option<String>,
+    /// A zip/jar kept in the daemon's code store under this digest (its decoded bytes);
+    /// `code` is then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// OpenWhisk `limits`, in OpenWhisk units (MB, ms, activations per instance).
@@ -218,6 +222,7 @@ mod tests {
                 code: "x".into(),
                 binary: false,
                 main: None,
+                sha256: None,
             },
             limits: ActionLimits::default(),
             parameters: vec![],
@@ -329,6 +334,7 @@ mod tests {
                 code: String::new(),
                 binary: false,
                 main: None,
+                sha256: None,
             },
             limits: ActionLimits::default(),
             parameters: vec![

@@ -33,6 +33,18 @@ pub struct Health {
     /// The registry's files against their byte budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<RegistryUsage>,
+    /// Zip and jar action code on disk (one file per distinct archive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<CodeUsage>,
+}
+
+/// The code store: decoded archives, each stored once however many actions use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeUsage {
+    pub files: u64,
+    pub bytes: u64,
+    /// The largest action code accepted, decoded (`--max-code-size`).
+    pub max_code_size: u64,
 }
 
 /// The registry's files (database and WAL) against `--registry-max-bytes`.

@@ -170,9 +170,19 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_REGISTRY_MAX_BYTES", default_value = "1GiB", value_parser = parse_registry_budget)]
     pub registry_max_bytes: u64,
 
-    /// Largest request body accepted (OpenWhisk's payload limit).
+    /// Largest invocation body (the parameters of an invoke; OpenWhisk's payload limit).
     #[arg(long, env = "ICEBOX_MAX_PAYLOAD", default_value = "5MiB", value_parser = parse_size)]
     pub max_payload: u64,
+
+    /// Largest action code, counted decoded (the zip or jar itself, not its base64; OpenWhisk's
+    /// codeSize limit).
+    #[arg(long, env = "ICEBOX_MAX_CODE_SIZE", default_value = "48MiB", value_parser = parse_size)]
+    pub max_code_size: u64,
+
+    /// Largest request body of any request (OpenWhisk's 50 MB). Without it: 50MiB, or more
+    /// when an action of --max-code-size needs more as base64 (65MiB for the default 48MiB).
+    #[arg(long, env = "ICEBOX_MAX_BODY", value_parser = parse_size)]
+    pub max_body: Option<u64>,
 
     /// Runtimes started ahead of demand, per kind (KIND=COUNT,…, or `none`): a cold start of
     /// an action of that kind then only pays /init.
@@ -436,7 +446,22 @@ fn parse_registry_budget(s: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
+/// OpenWhisk's request-body limit (akka-http's max-content-length of its controller).
+const OPENWHISK_MAX_BODY: u64 = 50 << 20;
+/// Room for the JSON around an action's base64 code (kind, parameters, annotations).
+const ACTION_JSON_ROOM: u64 = 1 << 20;
+
 impl Config {
+    /// The request-body limit: as given, else OpenWhisk's 50 MiB, raised to what an action of
+    /// the largest code size takes as base64 in its JSON (a limit in decoded bytes is
+    /// otherwise out of reach: 48 MiB of zip is 64 MiB of base64).
+    pub fn effective_max_body(&self) -> u64 {
+        self.max_body.unwrap_or_else(|| {
+            let base64 = self.max_code_size.div_ceil(3) * 4;
+            OPENWHISK_MAX_BODY.max(base64 + ACTION_JSON_ROOM)
+        })
+    }
+
     /// Offload settings, checked against each other.
     pub fn offload_config(&self) -> anyhow::Result<crate::pool::OffloadConfig> {
         use icebox_policy::OffloadMode;
@@ -522,6 +547,18 @@ mod tests {
         assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
         assert_eq!(parse_size("1024").unwrap(), 1024);
         assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn body_limit_fits_the_largest_code_unless_given() {
+        let defaults = Config::parse_from(["iceboxd"]);
+        assert_eq!(defaults.max_code_size, 48 << 20);
+        assert_eq!(defaults.max_payload, 5 << 20);
+        assert_eq!(defaults.effective_max_body(), (64 << 20) + (1 << 20));
+        let small = Config::parse_from(["iceboxd", "--max-code-size", "1MiB"]);
+        assert_eq!(small.effective_max_body(), 50 << 20, "OpenWhisk's 50 MB");
+        let given = Config::parse_from(["iceboxd", "--max-body", "10MiB"]);
+        assert_eq!(given.effective_max_body(), 10 << 20);
     }
 
     #[test]

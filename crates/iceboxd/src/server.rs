@@ -203,6 +203,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         .map(|a| ((a.namespace.clone(), a.name.clone()), Arc::new(a)))
         .collect();
     tracing::info!("{} action(s) in the registry", actions.len());
+    let code = crate::code_store::CodeStore::open(&state_dir)
+        .with_context(|| format!("opening the code store in {}", state_dir.display()))?;
     let state: AppState = Arc::new(Node {
         registry: registry.clone(),
         recorder: crate::recorder::Recorder::start(
@@ -217,12 +219,17 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         actions: RwLock::new(actions),
         started: Instant::now(),
         body: crate::api::BodyLimits::new(
+            cfg.effective_max_body() as usize,
             cfg.max_payload as usize,
+            cfg.max_code_size,
             cfg.body_timeout,
             cfg.max_buffered,
         ),
         connections,
+        code,
     });
+    // Code files of actions deleted while the daemon was down, or of uploads cut short.
+    state.collect_code().await;
 
     let (stop_tx, stop_rx) = watch::channel(false);
     for (kind, _) in &cfg.prewarm {

@@ -5,7 +5,7 @@ use crate::metrics::Metrics;
 use crate::pool::Pool;
 use crate::registry::Registry;
 use icebox_core::ActionSpec;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -25,6 +25,8 @@ pub struct Node {
     pub started: Instant,
     /// Request-body limits (size, time, node-wide byte budget).
     pub body: crate::api::BodyLimits,
+    /// Zip and jar code, decoded, one file per content.
+    pub code: crate::code_store::CodeStore,
     /// Open/evicted/refused client connections, for /metrics.
     pub connections: Arc<crate::serve::ConnectionStats>,
 }
@@ -45,6 +47,22 @@ impl Node {
             .unwrap()
             .insert((spec.namespace.clone(), spec.name.clone()), spec.clone());
         spec
+    }
+
+    /// Removes stored code no action names any more (after a delete or an update).
+    pub async fn collect_code(self: &Arc<Self>) {
+        let _collecting = self.code.naming.write().await;
+        let keep: HashSet<String> = self
+            .actions
+            .read()
+            .unwrap()
+            .values()
+            .filter_map(|a| a.exec.sha256.clone())
+            .collect();
+        let node = self.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || node.code.collect(&keep)).await {
+            tracing::warn!("collecting unused action code failed: {e}");
+        }
     }
 
     pub fn forget_action(&self, namespace: &str, name: &str) {

@@ -1,6 +1,7 @@
 //! /api/v1/namespaces/{ns}/actions[/{name}]: deploy, read, delete and invoke actions.
 
 use super::{archive, query, resolve_namespace, ApiError};
+use crate::code_store::CodeError;
 use crate::invoker::{self, Invocation};
 use crate::registry::Unfinished;
 use crate::state::AppState;
@@ -12,10 +13,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
-use base64::Engine;
 use icebox_core::{ActionLimits, ActionSpec, ActivationStatus, Exec, KeyValue};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 /// A blocking invocation still running after this answers 202 with its id (OpenWhisk's rule).
@@ -23,9 +24,9 @@ const BLOCKING_WAIT: Duration = Duration::from_secs(60);
 
 /// Every field may be left out on an update (`overwrite=true`): it keeps its stored value.
 #[derive(Deserialize)]
-struct PutBody {
-    #[serde(default)]
-    exec: Option<PutExec>,
+struct PutBody<'a> {
+    #[serde(default, borrow)]
+    exec: Option<PutExec<'a>>,
     #[serde(default)]
     limits: PartialLimits,
     #[serde(default)]
@@ -34,11 +35,13 @@ struct PutBody {
     annotations: Option<Vec<KeyValue>>,
 }
 
+/// The code is borrowed from the request body: a zip's base64 is decoded from there into the
+/// code store, never copied whole.
 #[derive(Deserialize)]
-struct PutExec {
+struct PutExec<'a> {
     kind: String,
-    #[serde(default)]
-    code: Option<String>,
+    #[serde(default, borrow)]
+    code: Cow<'a, str>,
     #[serde(default)]
     binary: Option<bool>,
     #[serde(default)]
@@ -81,13 +84,14 @@ pub struct InvokeQuery {
     result: Option<String>,
 }
 
-/// The action as OpenWhisk returns it; listings omit the code.
+/// The action as OpenWhisk returns it; listings omit the code, and so does this for a zip or
+/// jar in the code store (a GET reads it from there: [`action_with_code`]).
 pub fn action_json(spec: &ActionSpec, with_code: bool) -> Value {
     let mut exec = json!({"kind": spec.exec.kind, "binary": spec.exec.binary});
     if let Some(main) = &spec.exec.main {
         exec["main"] = json!(main);
     }
-    if with_code {
+    if with_code && spec.exec.sha256.is_none() {
         exec["code"] = json!(spec.exec.code);
     }
     let mut annotations = spec.annotations.clone();
@@ -110,21 +114,31 @@ pub fn action_json(spec: &ActionSpec, with_code: bool) -> Value {
     })
 }
 
-fn body_bytes(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+/// The body the gate read (within the request-body limit); `limit` is the handler's own
+/// (the invocation payload), refused in OpenWhisk's words for its "Request".
+fn body_bytes(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    limit: Option<usize>,
+) -> Result<Bytes, ApiError> {
     let bytes = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(state.body.max_payload)
+            ApiError::body_too_large(None, state.body.max_body)
         } else {
             ApiError::bad_request(format!("cannot read the request body: {e}"))
         }
     })?;
-    if bytes.len() > state.body.max_payload {
-        return Err(ApiError::too_large(state.body.max_payload));
+    if let Some(limit) = limit.filter(|&l| bytes.len() > l) {
+        return Err(ApiError::entity_too_big(
+            "Request",
+            bytes.len() as u64,
+            limit as u64,
+        ));
     }
     Ok(bytes)
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
+fn parse_json<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| {
         ApiError::bad_request(format!("The request content was malformed: {what}: {e}"))
     })
@@ -156,21 +170,83 @@ pub async fn put(
     let namespace = resolve_namespace(&state, &caller, &namespace)?;
     check_name(&name)?;
     let overwrite = query::flag("overwrite", q.overwrite.as_deref(), false)?;
-    let bytes = body_bytes(&state, body)?;
-    let body: PutBody = parse_json(&bytes, "action")?;
+    let bytes = body_bytes(&state, body, None)?;
+    // Held until the action is cached: no collection of unused code removes the file it names
+    // (a new upload's, or the stored one an update keeps) before.
+    let naming = state.code.naming.read().await;
     let existing = if overwrite {
         state.action(&namespace, &name)
     } else {
         None
     };
-    let exec = match (body.exec, &existing) {
-        (Some(exec), _) => validate_exec(&state, exec)?,
+    let old_stored = existing.as_ref().is_some_and(|a| a.exec.sha256.is_some());
+    // Parsing borrows the code from the body and decoding writes it to a file: off the async
+    // workers, and the body is dropped as soon as that is done.
+    let parsing = state.clone();
+    let parsed =
+        tokio::task::spawn_blocking(move || parse_put(&parsing, &bytes, existing.as_deref()))
+            .await?;
+    let new_stored = matches!(&parsed, Ok((_, exec)) if exec.sha256.is_some());
+    let result = match parsed {
+        Ok((body, exec)) => store_put(&state, naming, body, exec, namespace, name, overwrite).await,
+        Err(e) => {
+            drop(naming);
+            Err(e)
+        }
+    };
+    // The old version's file, or a file stored for a refused update, may be unused now.
+    if old_stored || new_stored || result.is_err() {
+        state.collect_code().await;
+    }
+    result
+}
+
+/// The request body's fields with the new exec checked (a zip or jar already in the code
+/// store), or the stored one on an update that leaves it out.
+fn parse_put(
+    state: &AppState,
+    bytes: &[u8],
+    existing: Option<&ActionSpec>,
+) -> Result<(PutFields, Exec), ApiError> {
+    let body: PutBody<'_> = parse_json(bytes, "action")?;
+    let exec = match (body.exec, existing) {
+        (Some(exec), _) => validate_exec(state, exec)?,
         (None, Some(old)) => old.exec.clone(),
         (None, None) => {
             return Err(ApiError::bad_request(
                 "The action has no exec: give exec.kind and exec.code.",
             ))
         }
+    };
+    let fields = PutFields {
+        limits: body.limits,
+        parameters: body.parameters,
+        annotations: body.annotations,
+    };
+    Ok((fields, exec))
+}
+
+/// What an action PUT gives besides its exec, owned (the body is gone once parsed).
+struct PutFields {
+    limits: PartialLimits,
+    parameters: Option<Vec<KeyValue>>,
+    annotations: Option<Vec<KeyValue>>,
+}
+
+async fn store_put(
+    state: &AppState,
+    naming: tokio::sync::RwLockReadGuard<'_, ()>,
+    body: PutFields,
+    exec: Exec,
+    namespace: String,
+    name: String,
+    overwrite: bool,
+) -> Result<Response, ApiError> {
+    // Read again: the update is built on what is stored now.
+    let existing = if overwrite {
+        state.action(&namespace, &name)
+    } else {
+        None
     };
     let base = existing.as_ref().map(|a| a.limits).unwrap_or_default();
     let limits = ActionLimits {
@@ -218,6 +294,7 @@ pub async fn put(
         tokio::task::spawn_blocking(move || registry.put_action(spec, overwrite)).await??;
     let fqn = stored.fqn();
     let stored = state.cache_action(stored);
+    drop(naming);
     // Instances of the previous version must not serve the new one.
     state.pool.retire_action(&fqn).await;
     state.pool.action_deployed(&stored);
@@ -235,7 +312,15 @@ pub async fn get(
     let spec = state
         .action(&namespace, &name)
         .ok_or_else(|| not_found(&namespace, &name))?;
-    Ok(Json(action_json(&spec, with_code)))
+    let mut action = action_json(&spec, with_code);
+    if with_code && spec.exec.sha256.is_some() {
+        let reading = state.clone();
+        let code = tokio::task::spawn_blocking(move || reading.code.code_of(&spec.exec))
+            .await?
+            .map_err(|e| ApiError::internal(format!("the action's code cannot be read: {e}")))?;
+        action["exec"]["code"] = Value::String(code);
+    }
+    Ok(Json(action))
 }
 
 pub async fn list(
@@ -285,11 +370,15 @@ pub async fn delete(
     let spec = deleted.ok_or_else(|| not_found(&namespace, &name))?;
     state.forget_action(&namespace, &name);
     state.pool.retire_action(&spec.fqn()).await;
+    if spec.exec.sha256.is_some() {
+        state.collect_code().await;
+    }
     Ok(Json(action_json(&spec, false)))
 }
 
-/// Checks kind, code and archive of a new `exec`, resolving kind aliases.
-fn validate_exec(state: &AppState, exec: PutExec) -> Result<Exec, ApiError> {
+/// Checks kind, code and archive of a new `exec`, resolving kind aliases. A zip or jar goes
+/// to the code store (its size checked before decoding, its archive after).
+fn validate_exec(state: &AppState, exec: PutExec<'_>) -> Result<Exec, ApiError> {
     let runtime = state.pool.runtimes().resolve(&exec.kind).ok_or_else(|| {
         ApiError::bad_request(format!(
             "The kind '{}' is not supported; supported kinds: {}.",
@@ -298,39 +387,54 @@ fn validate_exec(state: &AppState, exec: PutExec) -> Result<Exec, ApiError> {
         ))
     })?;
     let language = runtime.language().to_string();
-    let code = exec.code.unwrap_or_default();
+    let code = exec.code;
     if code.trim().is_empty() {
         return Err(ApiError::bad_request(
             "The action has no code: exec.code is empty.",
         ));
     }
-    let binary = exec.binary.unwrap_or(false);
-    if binary {
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(code.trim())
-            .map_err(|e| {
-                ApiError::bad_request(format!(
-                    "exec.binary is true but exec.code is not base64: {e}"
-                ))
-            })?;
-        let what = if language == "java" { "jar" } else { "zip" };
-        archive::validate(&raw, what).map_err(ApiError::bad_request)?;
-    } else if language == "java" {
+    // OpenWhisk takes code that is all base64 for an archive when `binary` is not given (its
+    // npm client sends a Buffer's base64 without the flag).
+    let binary = exec
+        .binary
+        .unwrap_or_else(|| crate::code_store::is_base64(&code));
+    let main = exec.main.filter(|m| !m.is_empty());
+    if language == "java" && !binary {
         return Err(ApiError::bad_request(
             "Java actions must be a jar: set exec.binary to true and exec.code to the base64 jar.",
         ));
     }
-    let main = exec.main.filter(|m| !m.is_empty());
     if language == "java" && main.is_none() {
         return Err(ApiError::bad_request(
             "Java actions need exec.main: the class name (Class or Class#method).",
         ));
     }
+    let max = state.body.max_code_size;
+    let (code, sha256) = if binary {
+        let what = if language == "java" { "jar" } else { "zip" };
+        let stored = state
+            .code
+            .put_base64(&code, max, |file| archive::validate(file, what).map(|_| ()))
+            .map_err(|e| match e {
+                CodeError::TooLarge(size, max) => ApiError::entity_too_big("exec", size, max),
+                CodeError::NotBase64(_) | CodeError::BadArchive(_) => {
+                    ApiError::bad_request(e.to_string())
+                }
+                CodeError::Io(_) => ApiError::internal(e.to_string()),
+            })?;
+        (String::new(), Some(stored.sha256))
+    } else {
+        if code.len() as u64 > max {
+            return Err(ApiError::entity_too_big("exec", code.len() as u64, max));
+        }
+        (code.into_owned(), None)
+    };
     Ok(Exec {
         kind: runtime.kind.clone(),
         code,
         binary,
         main,
+        sha256,
     })
 }
 
@@ -367,7 +471,7 @@ pub async fn invoke(
     let action = state
         .action(&namespace, &name)
         .ok_or_else(|| not_found(&namespace, &name))?;
-    let bytes = body_bytes(&state, body)?;
+    let bytes = body_bytes(&state, body, Some(state.body.max_payload))?;
     let params: Map<String, Value> = if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         Map::new()
     } else {

@@ -1,11 +1,12 @@
 //! Checks on uploaded zip/jar archives before they are stored: an archive must open, and no
 //! entry may escape the directory it is extracted to.
 
-use std::io::Cursor;
+use std::io::{Read, Seek};
 
-pub fn validate(bytes: &[u8], what: &str) -> Result<usize, String> {
-    let mut archive = zip::ZipArchive::new(Cursor::new(bytes))
-        .map_err(|e| format!("the {what} cannot be read: {e}"))?;
+/// Reads the archive's central directory (from a file in the code store: seeks, not a copy).
+pub fn validate(reader: impl Read + Seek, what: &str) -> Result<usize, String> {
+    let mut archive =
+        zip::ZipArchive::new(reader).map_err(|e| format!("the {what} cannot be read: {e}"))?;
     for i in 0..archive.len() {
         let entry = archive
             .by_index_raw(i)
@@ -28,7 +29,7 @@ fn unsafe_entry(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use std::io::{Cursor, Write};
 
     fn zip_with(names: &[&str]) -> Vec<u8> {
         let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
@@ -43,14 +44,17 @@ mod tests {
     #[test]
     fn accepts_normal_archives_and_rejects_escapes() {
         assert_eq!(
-            validate(&zip_with(&["__main__.py", "lib/util.py"]), "zip"),
+            validate(
+                Cursor::new(zip_with(&["__main__.py", "lib/util.py"])),
+                "zip"
+            ),
             Ok(2)
         );
         for bad in ["../evil.py", "a/../../evil", "/etc/passwd", "C:evil"] {
-            let err = validate(&zip_with(&["ok.py", bad]), "zip").unwrap_err();
+            let err = validate(Cursor::new(zip_with(&["ok.py", bad])), "zip").unwrap_err();
             assert!(err.contains(bad), "{err}");
         }
-        assert!(validate(b"not a zip", "jar")
+        assert!(validate(Cursor::new(b"not a zip"), "jar")
             .unwrap_err()
             .contains("cannot be read"));
     }

@@ -32,10 +32,23 @@ impl ApiError {
     pub fn conflict(m: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, m)
     }
-    pub fn too_large(limit: usize) -> Self {
+    /// A request body over the node's limit, worded as OpenWhisk's controller (akka-http)
+    /// words it; `size` is unknown while a body without a length is streaming.
+    pub fn body_too_large(size: Option<u64>, limit: usize) -> Self {
+        let size = size.map_or("while streaming".to_string(), |n| n.to_string());
         Self::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!("The request content exceeds the maximum allowed size of {limit} bytes."),
+            format!(
+                "The request content was malformed:\nEntityStreamSizeException: incoming entity size ({size}) exceeded size limit ({limit} bytes)! This is the node's request-body limit (--max-body)."
+            ),
+        )
+    }
+    /// A part of the request over its own limit, in OpenWhisk's words: `field` is "exec"
+    /// for action code, "Request" for an invocation body.
+    pub fn entity_too_big(field: &str, size: u64, limit: u64) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("{field} larger than allowed: {size} > {limit} bytes."),
         )
     }
     pub fn too_many(retry_after: u64) -> Self {

@@ -1,5 +1,5 @@
 //! What every request passes before a handler: the key check (from the headers alone, before
-//! a byte of the body is kept), then the body read into memory under the payload limit, a
+//! a byte of the body is kept), then the body read into memory under the body limit, a
 //! time limit and a node-wide byte budget; and on the way out, errors in OpenWhisk's JSON
 //! shape even when axum's extractors produced them.
 
@@ -21,12 +21,16 @@ const PUBLIC_PATHS: [&str; 2] = ["/icebox/v1/health", "/metrics"];
 
 /// How much of a refused or oversized body is read and thrown away (never kept), and for how
 /// long, so that its client gets to read the answer rather than a broken pipe.
-const DRAIN_MAX: u64 = 64 << 20;
+const DRAIN_MAX: u64 = 128 << 20;
 const DRAIN_TIME: Duration = Duration::from_secs(2);
 
 pub struct BodyLimits {
-    /// Largest body accepted (OpenWhisk's payload limit).
+    /// Largest body of any request (OpenWhisk's 50 MB request limit), applied here.
+    pub max_body: usize,
+    /// Largest invocation body (OpenWhisk's payload limit), applied by the invoke handler.
     pub max_payload: usize,
+    /// Largest action code, decoded, applied by the action PUT handler.
+    pub max_code_size: u64,
     /// Time to send the whole body.
     pub timeout: Duration,
     /// Bytes of request bodies held in memory across all connections, one permit a byte.
@@ -34,10 +38,19 @@ pub struct BodyLimits {
 }
 
 impl BodyLimits {
-    pub fn new(max_payload: usize, timeout: Duration, budget_bytes: u64) -> BodyLimits {
-        let budget = (budget_bytes as usize).clamp(max_payload.max(1), Semaphore::MAX_PERMITS);
+    pub fn new(
+        max_body: usize,
+        max_payload: usize,
+        max_code_size: u64,
+        timeout: Duration,
+        budget_bytes: u64,
+    ) -> BodyLimits {
+        // One body of the largest size must always fit, or it would wait for room forever.
+        let budget = (budget_bytes as usize).clamp(max_body.max(1), Semaphore::MAX_PERMITS);
         BodyLimits {
+            max_body,
             max_payload,
+            max_code_size,
             timeout,
             budget: Arc::new(Semaphore::new(budget)),
         }
@@ -80,9 +93,9 @@ pub async fn read_body(State(state): State<AppState>, req: Request, next: Next) 
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limits.max_payload as u64) {
+    if let Some(n) = declared.filter(|&n| n > limits.max_body as u64) {
         drain_if_small(body, declared).await;
-        return close_after(ApiError::too_large(limits.max_payload).into_response());
+        return close_after(ApiError::body_too_large(Some(n), limits.max_body).into_response());
     }
     let deadline = tokio::time::Instant::now() + limits.timeout;
     let (kept, _permits) = match read_within_budget(limits, body, declared, deadline).await {
@@ -119,10 +132,10 @@ async fn read_within_budget(
         let Some(chunk) = next else { break };
         let chunk = chunk
             .map_err(|e| ApiError::bad_request(format!("cannot read the request body: {e}")))?;
-        if kept.len() + chunk.len() > limits.max_payload {
+        if kept.len() + chunk.len() > limits.max_body {
             let rest = Body::from_stream(stream);
             drain(rest).await;
-            return Err(ApiError::too_large(limits.max_payload));
+            return Err(ApiError::body_too_large(None, limits.max_body));
         }
         let needed = (kept.len() + chunk.len()).saturating_sub(reserved);
         if needed > 0 {

@@ -85,7 +85,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { ApiError::not_found("The requested resource does not exist.") })
         // Our own limit check answers 413 in OpenWhisk's error shape; this only stops axum's
         // smaller default from interfering.
-        .layer(DefaultBodyLimit::max(state.body.max_payload + 1))
+        .layer(DefaultBodyLimit::max(state.body.max_body + 1))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             gate::read_body,

@@ -48,6 +48,14 @@ pub async fn health(State(state): State<AppState>) -> Json<Health> {
             })
             .collect(),
         registry: Some(state.recorder.registry_usage(&state.registry)),
+        code: Some({
+            let usage = state.code.usage();
+            icebox_core::api::CodeUsage {
+                files: usage.files,
+                bytes: usage.bytes,
+                max_code_size: state.body.max_code_size,
+            }
+        }),
     })
 }
 

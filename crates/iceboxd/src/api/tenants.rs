@@ -172,6 +172,7 @@ pub async fn delete(
     let registry = state.registry.clone();
     let ns = name.clone();
     tokio::task::spawn_blocking(move || registry.delete_namespace(&ns)).await??;
+    state.collect_code().await;
     reload(&state).await?;
     Ok(Json(
         json!({"namespace": name, "deleted": true, "actions": fqns.len()}),

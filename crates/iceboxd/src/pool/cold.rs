@@ -280,10 +280,13 @@ impl Pool {
         action: &ActionSpec,
         sandbox: &Arc<dyn Sandbox>,
     ) -> Result<(), InitError> {
+        // A stored zip/jar is read and encoded here, held only until /init is sent.
+        let code = crate::code_store::init_code(&self.cfg.snapshots.state_dir, &action.exec)
+            .map_err(|e| InitError::Refused(format!("the action's code cannot be read: {e}")))?;
         let body = json!({"value": {
             "name": action.name,
             "main": action.exec.main.clone().unwrap_or_else(|| "main".to_string()),
-            "code": action.exec.code,
+            "code": code,
             "binary": action.exec.binary,
             "env": {},
         }});

@@ -330,6 +330,7 @@ pub(super) fn action(name: &str, version: &str) -> Arc<ActionSpec> {
             code: "def main(a): return a".into(),
             binary: false,
             main: None,
+            sha256: None,
         },
         limits: ActionLimits {
             memory: 128,

@@ -209,6 +209,7 @@ pub(crate) mod testutil {
                 code: "def main(args):\n    return args\n".into(),
                 binary: false,
                 main: None,
+                sha256: None,
             },
             limits: ActionLimits::default(),
             parameters: vec![],

@@ -14,6 +14,7 @@ fn action(version: &str, annotations: &[(&str, serde_json::Value)]) -> ActionSpe
             code: String::new(),
             binary: false,
             main: None,
+            sha256: None,
         },
         limits: ActionLimits::default(),
         parameters: vec![],
