@@ -455,3 +455,91 @@ fn offloading_needs_a_pool() {
         "{err}"
     );
 }
+
+fn zswap_enabled() -> Option<bool> {
+    std::fs::read_to_string("/sys/module/zswap/parameters/enabled")
+        .ok()
+        .map(|s| s.trim() == "Y")
+}
+
+/// A node whose pool is a swap file in its own state directory (the disk tier).
+fn node_with_swap_file(extra: &[&str]) -> Option<(Node, String)> {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !zram_usable() {
+        return None;
+    }
+    let state = StateDir::new();
+    let file = state.path().join("offload.swap").display().to_string();
+    let pool = format!("swapfile:{file}:256MiB");
+    let mut args = vec!["--offload-pool", pool.as_str()];
+    args.extend_from_slice(extra);
+    let d = start(&state, &args);
+    Some((
+        Node {
+            _serial: serial,
+            state,
+            d,
+        },
+        file,
+    ))
+}
+
+#[test]
+fn faasmem_offloads_into_a_swap_file_and_the_file_goes_at_stop() {
+    let zswap_before = zswap_enabled();
+    let Some((Node { _serial, state, d }, file)) =
+        node_with_swap_file(&["--offload", "faasmem", "--semiwarm", "off"])
+    else {
+        return;
+    };
+    assert!(swapped_on(&file), "{file} is not swapped on");
+    let memory = d.get_json("/icebox/v1/memory");
+    assert_eq!(memory["pool"]["kind"], "swapfile", "{memory}");
+    assert_eq!(memory["pool"]["device"], file.as_str(), "{memory}");
+    if zswap_before == Some(false) {
+        assert_eq!(zswap_enabled(), Some(true), "zswap in front of the file");
+    }
+    deploy(&d, "disk");
+    let instance = invoke_ok(&d, "disk");
+    for _ in 0..6 {
+        assert_eq!(invoke_ok(&d, "disk"), instance);
+    }
+    wait_for("the cold pages offloaded", Duration::from_secs(20), || {
+        let o = offload_of(&d, &instance);
+        (o["moved_bytes"].as_u64().unwrap_or(0) > 40 * MIB).then_some(o)
+    });
+    // Pages come back intact from the file (or zswap in front of it).
+    for _ in 0..3 {
+        invoke_ok(&d, "disk");
+    }
+    let inst = d.get_json(&format!("/icebox/v1/instances/{instance}?fresh=true"));
+    let swapped = inst["memory"]["swap"].as_u64().unwrap();
+    assert!(swapped > 30 * MIB, "swapped {swapped}: {inst}");
+    d.stop();
+    assert!(!swapped_on(&file), "{file} still swapped on after stop");
+    assert!(!std::path::Path::new(&file).exists(), "{file} left behind");
+    assert_eq!(zswap_enabled(), zswap_before, "zswap as it was");
+    assert!(!state.path().join("offload-pool.json").exists());
+}
+
+#[test]
+fn the_next_start_removes_the_swap_file_a_crashed_daemon_left() {
+    let zswap_before = zswap_enabled();
+    let Some((Node { _serial, state, d }, file)) = node_with_swap_file(&[]) else {
+        return;
+    };
+    d.kill9();
+    assert!(
+        swapped_on(&file),
+        "the crashed daemon's {file} should still be on"
+    );
+    let again = start(&state, &[]);
+    assert!(
+        !swapped_on(&file),
+        "{file} still swapped on after the restart"
+    );
+    assert!(!std::path::Path::new(&file).exists(), "{file} left behind");
+    assert_eq!(zswap_enabled(), zswap_before, "zswap as it was");
+    assert_eq!(again.get_json("/icebox/v1/memory")["pool"]["kind"], "none");
+    again.stop();
+}
