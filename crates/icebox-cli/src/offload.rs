@@ -52,6 +52,7 @@ pub fn offload_table(list: &[InstanceView]) -> String {
         ("RESIDENT HOT", Align::Right),
         ("WINDOW", Align::Right),
         ("SEMI-WARM", Align::Left),
+        ("STOPPED", Align::Left),
     ]);
     for i in offloading {
         let o = &i.offload;
@@ -77,6 +78,13 @@ pub fn offload_table(list: &[InstanceView]) -> String {
                 .map(|w| w.to_string())
                 .unwrap_or_else(|| "-".into()),
             if o.semiwarm { "yes" } else { "no" }.into(),
+            // Offloading stopped: its pages compress too poorly for a RAM pool.
+            if o.incompressible {
+                "incompressible"
+            } else {
+                "-"
+            }
+            .into(),
         ]);
     }
     t.render()
@@ -120,6 +128,7 @@ mod tests {
                 }),
                 request_window: Some(20),
                 semiwarm: true,
+                incompressible: false,
             },
             sharing_mode: "process".into(),
             sharing: None,

@@ -32,6 +32,9 @@ pub struct OffloadView {
     pub request_window: Option<u32>,
     /// In the semi-warm period right now (offloading its remaining pages gradually).
     pub semiwarm: bool,
+    /// Its pages compressed too poorly in the (compressed-RAM) pool: offloading stopped.
+    #[serde(default)]
+    pub incompressible: bool,
 }
 
 /// The node's offload pool (kernel swap: icebox's own zram device or the operator's swap).

@@ -543,3 +543,71 @@ fn the_next_start_removes_the_swap_file_a_crashed_daemon_left() {
     assert_eq!(again.get_json("/icebox/v1/memory")["pool"]["kind"], "none");
     again.stop();
 }
+
+/// Its cold data is random bytes: nothing a compressed-RAM pool can shrink.
+const NOISE_ACTION: &str = r#"
+import os
+COLD = bytearray(os.urandom(48 << 20))
+
+def main(args):
+    return {"n": len(COLD)}
+"#;
+
+#[test]
+fn pages_that_do_not_compress_stop_offloading_on_a_zram_pool() {
+    let Some(Node {
+        _serial,
+        state: _state,
+        d,
+    }) = node(&[
+        "--offload-pool",
+        "zram:512MiB",
+        "--offload",
+        "faasmem",
+        "--semiwarm",
+        "off",
+    ])
+    else {
+        return;
+    };
+    d.deploy(
+        "noise",
+        "python:3",
+        NOISE_ACTION,
+        json!({"memory": 256, "timeout": 60000}),
+    );
+    let instance = d
+        .invoke("noise", json!({}))
+        .expect_success()
+        .instance()
+        .to_string();
+    for _ in 0..7 {
+        d.invoke("noise", json!({})).expect_success();
+    }
+    let stopped = wait_for("offloading to stop", Duration::from_secs(20), || {
+        d.events_of(&instance).into_iter().find(|e| {
+            e["detail"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("offloading stopped"))
+        })
+    });
+    assert_eq!(
+        offload_of(&d, &instance)["incompressible"],
+        json!(true),
+        "{stopped}"
+    );
+    let steps = |d: &Daemon| {
+        d.events_of(&instance)
+            .iter()
+            .filter(|e| e["kind"] == "offloaded")
+            .count()
+    };
+    let before = steps(&d);
+    for _ in 0..4 {
+        d.invoke("noise", json!({})).expect_success();
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(steps(&d), before, "no step after offloading stopped");
+    assert!(d.get("/metrics").body.contains("reason=\"incompressible\""));
+    d.stop();
+}

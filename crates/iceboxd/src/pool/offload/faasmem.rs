@@ -36,7 +36,7 @@ pub(super) fn book_of(instance: &Instance) -> Option<&OffloadBook> {
 }
 
 fn is_faasmem(instance: &Instance) -> bool {
-    book_of(instance).is_some_and(|b| b.mode == OffloadMode::Faasmem)
+    book_of(instance).is_some_and(|b| b.mode == OffloadMode::Faasmem && !b.incompressible())
 }
 
 impl Offload {
@@ -133,6 +133,7 @@ impl Offload {
                 break;
             }
             let puckets = state.puckets.as_mut().expect("checked above");
+            let before = self.offload_pool.compression_sample();
             let result = match step {
                 OffloadStep::Runtime => puckets.offload_runtime(),
                 OffloadStep::ProbeInit => puckets.probe_init(),
@@ -148,6 +149,9 @@ impl Offload {
                 }
             }
             stepped = true;
+            if !self.judge_compression(pool, instance, book, before) {
+                break;
+            }
         }
         if stepped {
             // Show the segments as the steps left them (and count what came back meanwhile:
@@ -160,6 +164,51 @@ impl Offload {
             instance.measure();
         }
         book.show(&state, segments);
+    }
+
+    /// After a step into a compressed-RAM pool: false (and the instance's offloading stops)
+    /// when its pages gained less than [`super::MIN_COMPRESSION_GAIN`]. Other instances'
+    /// steps run one at a time per instance but may overlap this one, so the pool's totals
+    /// can include theirs: a heuristic, judged only on steps of at least 1 MiB.
+    fn judge_compression(
+        &self,
+        pool: &Pool,
+        instance: &Instance,
+        book: &OffloadBook,
+        before: Option<(u64, u64)>,
+    ) -> bool {
+        let (Some((stored0, compr0)), Some((stored1, compr1))) =
+            (before, self.offload_pool.compression_sample())
+        else {
+            return true;
+        };
+        let (stored, compressed) = (
+            stored1.saturating_sub(stored0),
+            compr1.saturating_sub(compr0),
+        );
+        if super::worth_offloading(stored, compressed) != Some(false) {
+            return true;
+        }
+        book.incompressible
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        pool.metrics
+            .offload
+            .skipped
+            .get_or_create(&ReasonLabel {
+                reason: "incompressible".into(),
+            })
+            .inc();
+        pool.events.emit(
+            &instance.id,
+            &instance.fqn,
+            EventKind::Offloaded,
+            None,
+            Some(format!(
+                "offloading stopped: {stored} bytes compressed to {compressed} (gain under {:.0} %)",
+                super::MIN_COMPRESSION_GAIN * 100.0
+            )),
+        );
+        false
     }
 
     fn note_refaults(&self, pool: &Pool, instance: &Instance, bytes: u64) {
@@ -326,8 +375,12 @@ impl Offload {
         let Some(puckets) = state.puckets.as_mut() else {
             return;
         };
+        let before = self.offload_pool.compression_sample();
         match puckets.offload_any(bytes) {
-            Ok(report) => self.note_step(pool, instance, "semiwarm", &report),
+            Ok(report) => {
+                self.note_step(pool, instance, "semiwarm", &report);
+                self.judge_compression(pool, instance, book, before);
+            }
             Err(e) => tracing::debug!(instance = %instance.id, "semi-warm step failed: {e}"),
         }
         // Segments are shown as of the last request's scan: one more whole scan a second per

@@ -106,6 +106,22 @@ impl Offload {
     }
 }
 
+/// On a compressed-RAM pool a page that compresses to 80 % of its size frees only 20 % of
+/// it, at the price of a fault to get it back: below that gain an instance's pages stay.
+pub(crate) const MIN_COMPRESSION_GAIN: f64 = 0.20;
+/// A step that moved less than this says too little to judge by.
+const MIN_JUDGED_BYTES: u64 = 1 << 20;
+
+/// Whether a step that moved `stored` bytes into a compressed pool, which took `compressed`
+/// bytes of it, was worth it; None when it moved too little to tell.
+pub(crate) fn worth_offloading(stored: u64, compressed: u64) -> Option<bool> {
+    if stored < MIN_JUDGED_BYTES {
+        return None;
+    }
+    let gain = 1.0 - compressed as f64 / stored as f64;
+    Some(gain >= MIN_COMPRESSION_GAIN)
+}
+
 /// How often semi-warm and TMO act (the paper's rates are per second).
 pub(crate) const ROUND_MS: Millis = 1000;
 
@@ -117,6 +133,9 @@ pub struct OffloadBook {
     refaulted: AtomicU64,
     /// The last semi-warm period's state is cleared by the next request.
     semiwarm: AtomicBool,
+    /// Its pages gained too little in the compressed pool: no more steps (see
+    /// [`worth_offloading`]).
+    incompressible: AtomicBool,
     /// Held through a whole step (page-table scans, page-outs): never taken by readers.
     state: Mutex<BookState>,
     /// What the last step found, for readers (a leaf lock).
@@ -148,6 +167,7 @@ impl OffloadBook {
             moved: AtomicU64::new(0),
             refaulted: AtomicU64::new(0),
             semiwarm: AtomicBool::new(false),
+            incompressible: AtomicBool::new(false),
             state: Mutex::new(BookState::default()),
             shown: Mutex::new(Shown::default()),
         }
@@ -159,6 +179,10 @@ impl OffloadBook {
 
     fn add_refaulted(&self, bytes: u64) {
         self.refaulted.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub fn incompressible(&self) -> bool {
+        self.incompressible.load(Ordering::Relaxed)
     }
 
     pub fn in_semiwarm(&self) -> bool {
@@ -197,6 +221,34 @@ impl OffloadBook {
             segments,
             request_window,
             semiwarm: self.in_semiwarm(),
+            incompressible: self.incompressible(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worth_offloading;
+
+    #[test]
+    fn a_step_is_judged_by_what_its_pages_compressed_to() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(worth_offloading(64 * MIB, 8 * MIB), Some(true), "8:1 text");
+        assert_eq!(
+            worth_offloading(64 * MIB, 51 * MIB),
+            Some(true),
+            "20 % gained"
+        );
+        assert_eq!(
+            worth_offloading(64 * MIB, 52 * MIB),
+            Some(false),
+            "under 20 %"
+        );
+        assert_eq!(
+            worth_offloading(64 * MIB, 66 * MIB),
+            Some(false),
+            "random bytes"
+        );
+        assert_eq!(worth_offloading(MIB / 2, MIB), None, "too little to tell");
     }
 }

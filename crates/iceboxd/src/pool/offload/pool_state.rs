@@ -169,6 +169,15 @@ impl PoolState {
         }
     }
 
+    /// What a compressed-RAM-only pool (icebox's zram) holds now: (stored, compressed) bytes,
+    /// read fresh, for judging what one offload step gained. None for a pool with a disk tier
+    /// or none (there moving a page out of RAM is the gain, whatever it compresses to).
+    pub fn compression_sample(&self) -> Option<(u64, u64)> {
+        let pool = self.pool.lock().unwrap();
+        let stats = pool.as_ref()?.stats();
+        (stats.kind == "zram").then_some((stats.stored_bytes, stats.compressed_bytes))
+    }
+
     /// Daemon shutdown: swapoff (pages come back into RAM) and remove icebox's device.
     pub fn close(&self) {
         if let Some(pool) = self.pool.lock().unwrap().take() {
