@@ -7,6 +7,10 @@ use icebox_sandbox::process::IsolationMode;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Fewest open files a runtime works with (a JVM proxy holds ~40 at rest; an action needs
+/// room for its own files and sockets).
+pub const MIN_NOFILE: u64 = 64;
+
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "iceboxd",
@@ -285,10 +289,10 @@ impl std::str::FromStr for InstanceNofile {
         match s {
             "auto" => Ok(InstanceNofile::Auto),
             n => match n.parse::<u64>() {
-                Ok(n) if n >= crate::open_files::MIN_NOFILE => Ok(InstanceNofile::Fixed(n)),
+                Ok(n) if n >= MIN_NOFILE => Ok(InstanceNofile::Fixed(n)),
                 _ => Err(format!(
                     "'{n}': expected auto or a number of files of at least {}",
-                    crate::open_files::MIN_NOFILE
+                    MIN_NOFILE
                 )),
             },
         }

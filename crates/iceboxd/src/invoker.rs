@@ -10,7 +10,7 @@
 //! * everything from /init on (init failures, the action's errors, timeouts, crashes): a
 //!   record, as in OpenWhisk, and `Ok` — the record says what went wrong.
 
-use crate::api::ApiError;
+use crate::error::ApiError;
 use crate::metrics::{InvocationLabels, StartLabel};
 use crate::pool::{AcquireError, AdmitError, EvictReason, Health, Lease, StartError, Ticket};
 use crate::state::AppState;

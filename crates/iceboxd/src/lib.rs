@@ -6,6 +6,7 @@ pub(crate) mod api;
 pub(crate) mod auth;
 pub mod config;
 pub(crate) mod detach;
+pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod invoker;
 pub(crate) mod metrics;
@@ -15,6 +16,7 @@ pub(crate) mod recorder;
 pub(crate) mod registry;
 pub(crate) mod serve;
 pub mod server;
+pub(crate) mod shares;
 pub(crate) mod state;
 pub(crate) mod tenants;
 

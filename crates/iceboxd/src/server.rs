@@ -134,7 +134,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let _partition_events = vm_shared
         .1
         .as_ref()
-        .map(|b| crate::metrics::partitions::spawn_forwarder(b, events.clone(), metrics.clone()));
+        .map(|b| crate::metrics::forward::spawn_forwarder(b, events.clone(), metrics.clone()));
     let vm_shared = vm_shared.0;
     let backends = crate::pool::backends::Backends::new(
         cfg.isolation.default_isolation(),
@@ -204,7 +204,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         metrics,
         actions: RwLock::new(actions),
         started: Instant::now(),
-        body: crate::api::BodyLimits::new(
+        body: crate::serve::BodyLimits::new(
             cfg.max_payload as usize,
             cfg.body_timeout,
             cfg.max_buffered,
@@ -222,10 +222,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let known: Vec<_> = state.actions.read().unwrap().values().cloned().collect();
     pool.take_over_snapshots(&known);
     let manager = tokio::spawn(pool.clone().run_manager(stop_rx.clone()));
-    let shares = tokio::spawn(crate::tenants::enforce::keep_shares(
-        state.clone(),
-        stop_rx.clone(),
-    ));
+    let shares = tokio::spawn(crate::shares::keep_shares(state.clone(), stop_rx.clone()));
     let pruner = tokio::spawn(prune_loop(
         registry,
         cfg.activation_retention,

@@ -5,6 +5,7 @@
 mod crun;
 mod oci;
 mod pidfd;
+mod restored;
 mod rlimit;
 mod sandbox;
 mod snapshot;

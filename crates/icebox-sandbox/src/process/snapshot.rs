@@ -7,13 +7,9 @@
 //! invocation into the snapshot's loading set.
 
 mod meta;
-mod restored;
-
-pub(super) use self::meta::META_FILE;
-
-pub(super) use self::restored::Restored;
 
 use self::meta::{DumpedPipe, SnapshotMeta, IMAGES_DIR};
+use super::restored::{self, Restored};
 use super::sandbox::{Isolation, ProcessSandbox};
 use super::{oci, pidfd, socket_dir, ProcessBackend};
 use crate::cgroup::CgroupLimits;

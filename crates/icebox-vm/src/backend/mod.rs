@@ -1,9 +1,10 @@
 //! The `vm` backend: one instance per QEMU VM (AWS Lambda's 1:1 model).
 
 pub(crate) mod orphans;
+pub mod ram;
 mod sandbox;
 
-pub use sandbox::{SnapshotSource, VmSandbox};
+pub use sandbox::{RestoredVm, SnapshotSource, VmSandbox};
 
 use crate::accel::{self, Accel, AccelChoice};
 use crate::image::GuestImage;
@@ -59,7 +60,7 @@ impl VmBackendConfig {
             ready_timeout: Duration::from_secs(120),
             ping_interval: Duration::from_secs(2),
             ping_timeout: Duration::from_secs(10),
-            ram_dir: crate::snapshot::ram::default_dir(),
+            ram_dir: ram::default_dir(),
         }
     }
 }
@@ -104,7 +105,7 @@ impl VmBackend {
 
     /// The file an instance's guest RAM lives in, when VMs have file-backed RAM.
     pub fn ram_file(&self, id: &str) -> Option<PathBuf> {
-        let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
+        let prefix = ram::prefix(&self.cfg.state_dir);
         self.cfg
             .ram_dir
             .as_ref()
@@ -113,11 +114,11 @@ impl VmBackend {
 
     /// The RAM files of this backend's VMs now.
     pub fn ram_files(&self) -> Vec<PathBuf> {
-        let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
+        let prefix = ram::prefix(&self.cfg.state_dir);
         self.cfg
             .ram_dir
             .as_ref()
-            .map(|d| crate::snapshot::ram::files(d, &prefix))
+            .map(|d| ram::files(d, &prefix))
             .unwrap_or_default()
     }
 
@@ -268,8 +269,8 @@ impl SandboxBackend for VmBackend {
         let cleaned = orphans::cleanup(&self.instances_dir).await?;
         // Their QEMUs are gone: nothing maps these RAM files any more.
         if let Some(dir) = &self.cfg.ram_dir {
-            let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
-            crate::snapshot::ram::remove_all(dir, &prefix);
+            let prefix = ram::prefix(&self.cfg.state_dir);
+            ram::remove_all(dir, &prefix);
         }
         Ok(cleaned)
     }
@@ -278,8 +279,8 @@ impl SandboxBackend for VmBackend {
     /// (a snapshot template still being built at shutdown): its memory goes with its QEMU.
     async fn shutdown(&self) {
         if let Some(dir) = &self.cfg.ram_dir {
-            let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
-            crate::snapshot::ram::remove_all(dir, &prefix);
+            let prefix = ram::prefix(&self.cfg.state_dir);
+            ram::remove_all(dir, &prefix);
         }
     }
 

@@ -5,7 +5,7 @@
 //! first is cached in its partition and outlives it there, so the unplug has to migrate it.
 //! Hence every file an instance is likely to read is read on node 0 when the VM boots.
 
-use super::common::Common;
+use super::config::SharedConfig;
 use crate::image::GuestImage;
 use icebox_guest::protocol::{Event, StartRequest};
 use icebox_guest::{AgentClient, EventStream};
@@ -60,12 +60,13 @@ fn warmup_request(
 /// stopped. Failures are only logged: the instance's own start reports a broken runtime.
 pub async fn warm_up(
     agent: &AgentClient,
-    common: &Common,
+    image: &GuestImage,
+    cfg: &SharedConfig,
     spec: &InstanceSpec,
     events: &mut EventStream,
 ) {
     let t0 = Instant::now();
-    let request = match warmup_request(&common.image, spec, common.cfg.ready_timeout) {
+    let request = match warmup_request(image, spec, cfg.ready_timeout) {
         Ok(r) => r,
         Err(e) => return tracing::warn!("no runtime warm-up: {e}"),
     };
@@ -73,7 +74,7 @@ pub async fn warm_up(
         .runtime
         .dir
         .file_name()
-        .and_then(|n| common.image.runtime_dir(&n.to_string_lossy()));
+        .and_then(|n| image.runtime_dir(&n.to_string_lossy()));
     let mut argv = vec![
         "/usr/bin/python3".to_string(),
         "-S".to_string(),
@@ -91,7 +92,7 @@ pub async fn warm_up(
         argv,
         env: Vec::new(),
         // Its page cache is charged to it: a smaller limit would evict what it read.
-        memory_limit_bytes: common.cfg.shared_mib << 20,
+        memory_limit_bytes: cfg.shared_mib << 20,
         pids_max: 16,
         tmp_bytes: 1 << 20,
         numa_node: Some(0),
@@ -107,7 +108,7 @@ pub async fn warm_up(
                 }
                 None
             };
-            match tokio::time::timeout(common.cfg.ready_timeout, exited).await {
+            match tokio::time::timeout(cfg.ready_timeout, exited).await {
                 Ok(Some(0)) => {}
                 Ok(code) => tracing::warn!(?code, "reading the runtime's files on node 0 failed"),
                 Err(_) => {

@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
 
-pub const META_FILE: &str = "snapshot.json";
+pub use crate::fnv::fnv1a;
+
+pub const META_FILE: &str = icebox_sandbox_api::SNAPSHOT_META_FILE;
 /// Guest RAM, sparse: zero pages are holes.
 pub const MEMORY_FILE: &str = "memory";
 /// QEMU's device state (the migration stream without RAM).
@@ -159,14 +161,6 @@ impl SnapshotMeta {
         }
         Ok(meta)
     }
-}
-
-/// 64-bit FNV-1a, hex: enough to tell a damaged file (not an adversary's).
-pub fn fnv1a(bytes: &[u8]) -> String {
-    let hash = bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x100000001b3)
-    });
-    format!("{hash:016x}")
 }
 
 /// The first line of `qemu --version`, asked once per binary.

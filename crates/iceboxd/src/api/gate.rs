@@ -4,6 +4,7 @@
 //! shape even when axum's extractors produced them.
 
 use super::ApiError;
+use crate::serve::BodyLimits;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -23,26 +24,6 @@ const PUBLIC_PATHS: [&str; 2] = ["/icebox/v1/health", "/metrics"];
 /// long, so that its client gets to read the answer rather than a broken pipe.
 const DRAIN_MAX: u64 = 64 << 20;
 const DRAIN_TIME: Duration = Duration::from_secs(2);
-
-pub struct BodyLimits {
-    /// Largest body accepted (OpenWhisk's payload limit).
-    pub max_payload: usize,
-    /// Time to send the whole body.
-    pub timeout: Duration,
-    /// Bytes of request bodies held in memory across all connections, one permit a byte.
-    pub budget: Arc<Semaphore>,
-}
-
-impl BodyLimits {
-    pub fn new(max_payload: usize, timeout: Duration, budget_bytes: u64) -> BodyLimits {
-        let budget = (budget_bytes as usize).clamp(max_payload.max(1), Semaphore::MAX_PERMITS);
-        BodyLimits {
-            max_payload,
-            timeout,
-            budget: Arc::new(Semaphore::new(budget)),
-        }
-    }
-}
 
 /// Refuses a request without a valid key before its body is read, so an unauthenticated
 /// client cannot make the daemon hold its payload. The body is drained (discarded, up to a

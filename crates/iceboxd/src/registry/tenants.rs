@@ -2,8 +2,38 @@
 //! tables under its name; deleting a namespace takes them too.
 
 use super::{now_ms, to_sql_int, Registry, RegistryError};
-use crate::tenants::{KeyRow, NamespaceRow, Quotas};
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+
+/// A namespace's limits; `None` is no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Quotas {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocations_per_minute: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrent_invocations: Option<u64>,
+    /// Bytes its idle and frozen instances may be charged together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_share: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceRow {
+    pub name: String,
+    pub created: u64,
+    pub quotas: Quotas,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRow {
+    pub uuid: String,
+    pub namespace: String,
+    pub salt: String,
+    pub hash: String,
+    pub admin: bool,
+    pub created: u64,
+}
 
 fn quota_to_sql(v: Option<u64>) -> Option<i64> {
     v.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
