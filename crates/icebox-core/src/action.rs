@@ -83,14 +83,14 @@ impl ActionLimits {
     pub const CONCURRENCY: (u32, u32) = (1, 500);
 
     pub fn validate(&self) -> Result<(), LimitError> {
-        let c = |(lo, hi): (u32, u32)| (lo as u64, hi as u64);
+        let c = |(lo, hi): (u32, u32)| (u64::from(lo), u64::from(hi));
         for (what, value, (lo, hi)) in [
             (LimitName::Memory, self.memory, Self::MEMORY_MB),
             (LimitName::Timeout, self.timeout, Self::TIMEOUT_MS),
             (LimitName::Logs, self.logs, Self::LOGS_MB),
             (
                 LimitName::Concurrency,
-                self.concurrency as u64,
+                u64::from(self.concurrency),
                 c(Self::CONCURRENCY),
             ),
         ] {

@@ -198,7 +198,7 @@ impl Scanner {
             // page_regions; the kernel writes at most that many and updates `walk_end`.
             let n = unsafe { libc::ioctl(file.as_raw_fd(), PAGEMAP_SCAN as _, &mut arg) };
             if n >= 0 {
-                return Ok((n as usize, arg.walk_end));
+                return Ok((n.unsigned_abs() as usize, arg.walk_end));
             }
             let err = io::Error::last_os_error();
             if err.raw_os_error() != Some(libc::EINTR) {

@@ -98,6 +98,7 @@ pub fn evicted_runs(entries: impl Iterator<Item = u64>, offset: u64) -> Vec<(u64
 /// Starts reading `evicted` back into the page cache (asynchronous readahead); returns the
 /// bytes asked for. Each file is opened through `/proc/PID/map_files/`, so it is the very
 /// file the instance maps, whatever mount namespace it sees it through.
+#[expect(clippy::cast_possible_wrap, reason = "file offsets stay below 2^63")]
 pub fn recache(pid: u32, evicted: &[EvictedPages]) -> io::Result<u64> {
     let mut asked = 0;
     for mapping in evicted {

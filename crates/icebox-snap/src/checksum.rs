@@ -28,6 +28,10 @@ impl FileSums {
 }
 
 /// Sums of a buffer holding a whole file.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub fn of_bytes(data: &[u8]) -> FileSums {
     FileSums {
         bytes: data.len() as u64,
@@ -36,6 +40,10 @@ pub fn of_bytes(data: &[u8]) -> FileSums {
 }
 
 /// Sums of a file, read once.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub fn of_file(path: &Path) -> io::Result<FileSums> {
     let mut file = File::open(path)?;
     let mut buf = vec![0u8; CHUNK as usize];
@@ -97,6 +105,10 @@ pub fn verify_file(path: &Path, name: &str, sums: &FileSums) -> io::Result<()> {
 }
 
 /// Checks some chunks of a file (in any order; each read once).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub fn verify_chunks(
     path: &Path,
     name: &str,

@@ -440,9 +440,10 @@ impl Config {
             );
         }
         let faasmem = icebox_policy::FaasmemConfig {
-            rollback_interval_ms: self.faasmem_rollback_interval.as_millis() as u64,
+            rollback_interval_ms: u64::try_from(self.faasmem_rollback_interval.as_millis())
+                .unwrap_or(u64::MAX),
             semiwarm: self.semiwarm,
-            semiwarm_default_ms: self.semiwarm_start.as_millis() as u64,
+            semiwarm_default_ms: u64::try_from(self.semiwarm_start.as_millis()).unwrap_or(u64::MAX),
             bandwidth_bytes_per_s: self.offload_bandwidth,
             ..Default::default()
         };

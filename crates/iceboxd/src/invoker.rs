@@ -220,8 +220,10 @@ fn finish(
     lease_info: Option<LeaseInfo>,
 ) -> ActivationRecord {
     let action = &inv.action;
-    let start_ms = inv.arrived_ms + started.duration_since(inv.arrived).as_millis() as u64;
-    let wait_ms = started.duration_since(inv.arrived).as_millis() as u64;
+    let start_ms = inv.arrived_ms
+        + u64::try_from(started.duration_since(inv.arrived).as_millis()).unwrap_or(u64::MAX);
+    let wait_ms =
+        u64::try_from(started.duration_since(inv.arrived).as_millis()).unwrap_or(u64::MAX);
     let end_ms = crate::now_ms().max(start_ms);
     let LeaseInfo {
         cold,

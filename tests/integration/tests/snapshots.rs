@@ -244,6 +244,10 @@ fn restore_failed(d: &Daemon) -> Value {
 }
 
 /// Overwrites 4 KiB in the middle of a file with garbage, its size unchanged.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "test bytes: only the low bits are wanted"
+)]
 fn scribble(path: &Path) {
     use std::os::unix::fs::FileExt;
     let len = std::fs::metadata(path).unwrap().len();

@@ -313,7 +313,9 @@ impl ProcessBackend {
             RuntimeClient::new(socket),
             Arc::new(LogCollector::new()),
             pid,
-            Isolation::ProcessGroup { pgid: pid as i32 },
+            Isolation::ProcessGroup {
+                pgid: pid.cast_signed(),
+            },
         );
         sandbox.watch_child(stdout, stderr, child);
         Ok(sandbox)
@@ -370,7 +372,9 @@ impl SandboxBackend for ProcessBackend {
             return Err(if died {
                 SandboxError::RuntimeExited(output)
             } else {
-                SandboxError::StartTimeout(START_TIMEOUT.as_millis() as u64)
+                SandboxError::StartTimeout(
+                    u64::try_from(START_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
+                )
             });
         }
         Ok(sandbox)

@@ -221,7 +221,9 @@ impl VmBackend {
         match agent.start(request).await {
             Ok(_) => {}
             Err(AgentError::Timeout(t)) => {
-                return Err(SandboxError::StartTimeout(t.as_millis() as u64))
+                return Err(SandboxError::StartTimeout(
+                    u64::try_from(t.as_millis()).unwrap_or(u64::MAX),
+                ))
             }
             Err(e) => return Err(SandboxError::agent("start", e)),
         }
@@ -331,6 +333,6 @@ pub(crate) fn guest_start_request(
         pids_max: spec.pids_max,
         tmp_bytes: spec.tmp_bytes,
         numa_node: node,
-        wait_ready_ms: Some(ready_timeout.as_millis() as u64),
+        wait_ready_ms: Some(u64::try_from(ready_timeout.as_millis()).unwrap_or(u64::MAX)),
     })
 }

@@ -125,5 +125,5 @@ pub async fn warm_up(
     if let Err(e) = agent.stop(WARMUP_ID).await {
         tracing::warn!("stopping the runtime warm-up: {e}");
     }
-    tracing::debug!(action = %spec.action, ms = t0.elapsed().as_millis() as u64, "vm-shared warm-up done");
+    tracing::debug!(action = %spec.action, ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX), "vm-shared warm-up done");
 }

@@ -112,7 +112,9 @@ impl SharedSandbox {
         match agent.start(request).await {
             Ok(_) => {}
             Err(AgentError::Timeout(t)) => {
-                return Err(SandboxError::StartTimeout(t.as_millis() as u64))
+                return Err(SandboxError::StartTimeout(
+                    u64::try_from(t.as_millis()).unwrap_or(u64::MAX),
+                ))
             }
             Err(e) => return Err(SandboxError::agent("start", e)),
         }

@@ -108,7 +108,7 @@ impl SnapshotMeta {
             guest_instance,
             memory,
             state,
-            created_ms: now.as_millis() as u64,
+            created_ms: u64::try_from(now.as_millis()).unwrap_or(u64::MAX),
             took_ms,
         }
     }

@@ -31,8 +31,14 @@ pub fn spawn_forwarder(
             };
             record(&event, &bus, &metrics.partitions);
             let (plugged, releasing) = backend.plugged();
-            metrics.partitions.plugged_bytes.set(plugged as i64);
-            metrics.partitions.releasing_bytes.set(releasing as i64);
+            metrics
+                .partitions
+                .plugged_bytes
+                .set(i64::try_from(plugged).unwrap_or(i64::MAX));
+            metrics
+                .partitions
+                .releasing_bytes
+                .set(i64::try_from(releasing).unwrap_or(i64::MAX));
         }
     })
 }

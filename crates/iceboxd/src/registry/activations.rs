@@ -493,7 +493,7 @@ mod tests {
             rec.start = 1_700_000_000_000 + i;
             reg.insert_activation(&rec).unwrap();
         }
-        let per = t.elapsed() / n as u32;
+        let per = t.elapsed() / u32::try_from(n).unwrap();
         println!(
             "insert_activation: {per:?} per insert over {n} inserts ({} bytes of JSON each)",
             encode(&rec).unwrap().len()

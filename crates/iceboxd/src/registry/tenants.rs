@@ -41,11 +41,12 @@ fn quota_to_sql(v: Option<u64>) -> Option<i64> {
 
 fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NamespaceRow> {
     let q = |i: usize| -> rusqlite::Result<Option<u64>> {
-        Ok(r.get::<_, Option<i64>>(i)?.map(|n| n.max(0) as u64))
+        Ok(r.get::<_, Option<i64>>(i)?
+            .map(|n| u64::try_from(n).unwrap_or(0)))
     };
     Ok(NamespaceRow {
         name: r.get(0)?,
-        created: r.get::<_, i64>(1)?.max(0) as u64,
+        created: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
         quotas: Quotas {
             invocations_per_minute: q(2)?,
             concurrent_invocations: q(3)?,
@@ -173,7 +174,7 @@ impl Registry {
                 salt: r.get(2)?,
                 hash: r.get(3)?,
                 admin: r.get(4)?,
-                created: r.get::<_, i64>(5)?.max(0) as u64,
+                created: u64::try_from(r.get::<_, i64>(5)?).unwrap_or(0),
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -186,7 +187,7 @@ impl Registry {
             [namespace],
             |r| r.get(0),
         )?;
-        Ok(n.max(0) as usize)
+        Ok(usize::try_from(n).unwrap_or(0))
     }
 }
 

@@ -86,7 +86,7 @@ impl Registry {
                     name: r.get(2)?,
                     version: r.get(3)?,
                     subject: r.get(4)?,
-                    start: r.get::<_, i64>(5)?.max(0) as u64,
+                    start: u64::try_from(r.get::<_, i64>(5)?).unwrap_or(0),
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;

@@ -15,7 +15,9 @@ pub struct BodyLimits {
 
 impl BodyLimits {
     pub fn new(max_payload: usize, timeout: Duration, budget_bytes: u64) -> BodyLimits {
-        let budget = (budget_bytes as usize).clamp(max_payload.max(1), Semaphore::MAX_PERMITS);
+        let budget = usize::try_from(budget_bytes)
+            .unwrap_or(usize::MAX)
+            .clamp(max_payload.max(1), Semaphore::MAX_PERMITS);
         BodyLimits {
             max_payload,
             timeout,
