@@ -4,6 +4,7 @@
 use crate::config::Settings;
 use crate::error::{CliError, Result};
 use base64::Engine;
+use icebox_core::units::MIB;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
@@ -12,7 +13,7 @@ use std::time::Duration;
 const READ_TIMEOUT: Duration = Duration::from_secs(75);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Generous: the daemon refuses request bodies over 5 MiB, answers are of the same order.
-const MAX_BODY: u64 = 64 * 1024 * 1024;
+const MAX_BODY: u64 = 64 * MIB;
 
 /// Path prefix of the caller's own namespace in the OpenWhisk API.
 pub const NAMESPACE: &str = "/api/v1/namespaces/_";

@@ -115,13 +115,13 @@ impl ActionLimits {
     }
 
     pub fn memory_bytes(&self) -> u64 {
-        self.memory.saturating_mul(1024 * 1024)
+        self.memory.saturating_mul(crate::units::MIB)
     }
 
     /// The per-activation log cap in bytes (saturating: a stored limit predating validation
     /// must not wrap to 0).
     pub fn logs_bytes(&self) -> u64 {
-        self.logs.saturating_mul(1024 * 1024)
+        self.logs.saturating_mul(crate::units::MIB)
     }
 }
 

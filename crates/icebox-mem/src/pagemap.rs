@@ -7,6 +7,7 @@
 //! only ptrace read access to the process.
 
 use crate::pageset::{PageSet, PAGE_SIZE};
+use icebox_core::units::MIB;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -51,7 +52,7 @@ pub fn anon_pages_in(pid: u32, within: &PageSet) -> io::Result<AnonPages> {
 
 /// Ranges closer than this are scanned as one: a walk over a gap this small costs less than
 /// another ioctl (one page-table page covers 2 MiB).
-const SPAN_GAP: u64 = 2 << 20;
+const SPAN_GAP: u64 = 2 * MIB;
 
 /// The ranges of `set`, with gaps shorter than `gap` bridged.
 fn spans(set: &PageSet, gap: u64) -> Vec<(u64, u64)> {

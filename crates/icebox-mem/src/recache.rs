@@ -16,18 +16,18 @@
 //! page cache is the cheapest memory it has).
 
 use crate::FileMapping;
+use icebox_core::units::{KIB, PAGE};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
-use icebox_core::units::PAGE;
 /// `/proc/PID/pagemap` entry bits (Documentation/admin-guide/mm/pagemap.rst).
 const PRESENT: u64 = 1 << 63;
 const FILE_OR_SHARED_ANON: u64 = 1 << 61;
 const EXCLUSIVELY_MAPPED: u64 = 1 << 56;
 /// No larger than the smallest readahead window a block device is given (128 KiB by default).
-const WILLNEED_STEP: u64 = 128 << 10;
+const WILLNEED_STEP: u64 = 128 * KIB;
 
 /// One mapping and the runs of its file, `(file offset, length)` in bytes, whose pages a
 /// page-out of the mapping will evict.

@@ -3,6 +3,7 @@
 //! check only the part of a pages image it is about to install, so a lazy restore still reads
 //! only what it uses.
 
+use icebox_core::units::KIB;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -11,7 +12,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// Bytes per checksummed chunk (a multiple of the page size, so a page never straddles two).
-pub const CHUNK: u64 = 64 << 10;
+pub const CHUNK: u64 = 64 * KIB;
 
 /// A file's size and the CRC-32 of each of its chunks (the last one may be short).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,6 +2,7 @@
 
 use crate::pool::backends::Isolation;
 use clap::Parser;
+use icebox_core::units::MIB;
 use icebox_core::{ChargeMode, RestoreMode};
 use icebox_sandbox::process::IsolationMode;
 use std::path::PathBuf;
@@ -414,7 +415,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// Below this the budget could not hold a batch of records next to the schema and actions.
-const MIN_REGISTRY_BYTES: u64 = 4 << 20;
+const MIN_REGISTRY_BYTES: u64 = 4 * MIB;
 
 fn parse_registry_budget(s: &str) -> Result<u64, String> {
     let bytes = parse_size(s)?;

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-const GIB: f64 = (1u64 << 30) as f64;
+const GIB: f64 = icebox_core::units::GIB as f64;
 
 /// Accumulated while the simulation runs.
 #[derive(Debug, Clone, Default)]

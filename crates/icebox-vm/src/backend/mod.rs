@@ -11,6 +11,7 @@ use crate::image::GuestImage;
 use crate::qemu::{MemoryBackend, VmConfig};
 use crate::vm::{Vm, VmPaths};
 use async_trait::async_trait;
+use icebox_core::units::MIB;
 use icebox_guest::protocol::StartRequest;
 use icebox_guest::AgentError;
 use icebox_sandbox_api::{
@@ -139,7 +140,7 @@ impl VmBackend {
 
     /// Guest RAM for an instance with this memory limit.
     pub fn vm_memory_mib(&self, memory_limit_bytes: u64) -> u64 {
-        memory_limit_bytes.div_ceil(1 << 20) + self.cfg.guest_overhead_mib
+        memory_limit_bytes.div_ceil(MIB) + self.cfg.guest_overhead_mib
     }
 
     /// The VM an instance with this memory limit gets. A snapshot restore must use the same

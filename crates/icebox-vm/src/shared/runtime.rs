@@ -7,6 +7,7 @@
 
 use super::config::SharedConfig;
 use crate::image::GuestImage;
+use icebox_core::units::MIB;
 use icebox_guest::protocol::{Event, StartRequest};
 use icebox_guest::{AgentClient, EventStream};
 use icebox_sandbox_api::{InstanceSpec, SandboxError};
@@ -92,9 +93,9 @@ pub async fn warm_up(
         argv,
         env: Vec::new(),
         // Its page cache is charged to it: a smaller limit would evict what it read.
-        memory_limit_bytes: cfg.shared_mib << 20,
+        memory_limit_bytes: cfg.shared_mib * MIB,
         pids_max: 16,
-        tmp_bytes: 1 << 20,
+        tmp_bytes: MIB,
         numa_node: Some(0),
         wait_ready_ms: None,
     };

@@ -4,6 +4,7 @@
 //! a different guest image, QEMU, accelerator, memory size or runtime is never restored.
 
 use super::integrity::ChunkSums;
+use icebox_core::units::MIB;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -144,7 +145,7 @@ impl SnapshotMeta {
                 .map_err(|e| format!("{}: {e}", dir.join(name).display()))
         };
         let memory = size(MEMORY_FILE)?;
-        if memory != meta.memory.bytes || memory != expected.memory_mib << 20 {
+        if memory != meta.memory.bytes || memory != expected.memory_mib * MIB {
             return Err(format!(
                 "the memory image has {memory} bytes, expected {}",
                 meta.memory.bytes

@@ -13,6 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 use futures::StreamExt;
+use icebox_core::units::MIB;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -22,7 +23,7 @@ const PUBLIC_PATHS: [&str; 2] = ["/icebox/v1/health", "/metrics"];
 
 /// How much of a refused or oversized body is read and thrown away (never kept), and for how
 /// long, so that its client gets to read the answer rather than a broken pipe.
-const DRAIN_MAX: u64 = 64 << 20;
+const DRAIN_MAX: u64 = 64 * MIB;
 const DRAIN_TIME: Duration = Duration::from_secs(2);
 
 /// Refuses a request without a valid key before its body is read, so an unauthenticated

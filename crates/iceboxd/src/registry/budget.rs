@@ -3,6 +3,7 @@
 //! file system (incremental vacuum) and the WAL is truncated, so the files themselves shrink.
 
 use super::{Registry, RegistryError};
+use icebox_core::units::MIB;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::time::Duration;
 
@@ -141,7 +142,7 @@ impl Registry {
 }
 
 /// Free pages worth giving back to the file system even when nothing was dropped here.
-const VACUUM_AFTER: u64 = 1 << 20;
+const VACUUM_AFTER: u64 = MIB;
 
 fn pragma(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
     conn.prepare_cached(&format!("PRAGMA {name}"))?
