@@ -21,8 +21,7 @@ fn repo() -> PathBuf {
 }
 
 fn criu() -> Criu {
-    // SAFETY: geteuid takes nothing, touches no memory and cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = rustix::process::geteuid().as_raw();
     assert_eq!(euid, 0, "these tests need root (criu)");
     // criu --restore-detached leaves the restored process to the nearest subreaper: this
     // process, which reaps it at once (the machine's init may take seconds, and a zombie

@@ -299,8 +299,7 @@ async fn vm_backend(
             None,
         );
     }
-    // SAFETY: geteuid takes nothing, touches no memory and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return (Slot::Unavailable("VM backends need root".into()), None);
     }
     let image = cfg.resolve_vm_image(runtimes_dir);

@@ -227,8 +227,7 @@ impl Drop for OffloadPool {
 }
 
 fn open_zram(bytes: u64, state_dir: &Path) -> io::Result<Zram> {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     if !root || !Path::new(zram::CONTROL).join("hot_add").exists() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,

@@ -79,8 +79,7 @@ impl ProcessBackend {
     /// `tag` distinguishes daemons (one per state dir) on one host, so start-up cleanup only
     /// ever touches this daemon's leftovers.
     pub fn new(state_dir: &Path, tag: &str, mode: IsolationMode) -> anyhow::Result<ProcessBackend> {
-        // SAFETY: geteuid takes nothing, touches no memory and cannot fail.
-        let is_root = unsafe { libc::geteuid() } == 0;
+        let is_root = rustix::process::geteuid().is_root();
         let crun_bin = Crun::find();
         let use_crun = match mode {
             IsolationMode::None => false,
