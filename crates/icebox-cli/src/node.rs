@@ -74,7 +74,7 @@ pub fn instances_table(list: &[InstanceView]) -> String {
             i.idle_ms
                 .map(table::duration_ms)
                 .unwrap_or_else(|| "-".into()),
-            i.invocations.to_string(),
+            invokes_cell(i),
             sharing_cell(i),
             sandbox_cell(i),
             size(i.memory.uss),
@@ -102,8 +102,18 @@ fn sandbox_cell(i: &InstanceView) -> String {
     }
 }
 
-/// The mode, and for runtimes that share one process the busy/live isolates or contexts as
-/// the runtime last reported them ("isolate 2/3").
+/// Activations it finished, and with "+N" those running on it now ("17+3").
+fn invokes_cell(i: &InstanceView) -> String {
+    if i.in_flight > 0 {
+        format!("{}+{}", i.invocations, i.in_flight)
+    } else {
+        i.invocations.to_string()
+    }
+}
+
+/// The mode, and for runtimes that share one process the busy/live isolates or contexts
+/// ("isolate 2/3"). Busy is the daemon's count of activations running now: the runtime's own
+/// account is only asked for when an activation ends, so during a burst it is behind.
 fn sharing_cell(i: &InstanceView) -> String {
     let mode = if i.sharing_mode.is_empty() {
         "process"
@@ -112,8 +122,9 @@ fn sharing_cell(i: &InstanceView) -> String {
     };
     let counts = i.sharing.as_ref().and_then(|s| {
         let group = s.get("isolates").or_else(|| s.get("contexts"))?;
-        let n = |k: &str| group.get(k).and_then(serde_json::Value::as_u64);
-        Some(format!("{}/{}", n("busy")?, n("live")?))
+        let live = group.get("live").and_then(serde_json::Value::as_u64)?;
+        let busy = u64::from(i.in_flight);
+        Some(format!("{busy}/{}", live.max(busy)))
     });
     match counts {
         Some(c) => format!("{mode} {c}"),
@@ -447,6 +458,14 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(sharing_cell(&i), "isolate 2/3");
+        // The runtime's account is from the last activation's end; 8 run now.
+        i.sharing =
+            Some(serde_json::json!({"mode": "isolate", "isolates": {"live": 1, "busy": 0}}));
+        i.in_flight = 8;
+        i.invocations = 1;
+        assert_eq!(sharing_cell(&i), "isolate 8/8");
+        assert_eq!(invokes_cell(&i), "1+8");
+        i.in_flight = 1;
         i.sharing = Some(serde_json::json!({"mode": "shared", "contexts": {"live": 4, "busy": 1}}));
         i.sharing_mode = "shared".into();
         assert_eq!(sharing_cell(&i), "shared 1/4");

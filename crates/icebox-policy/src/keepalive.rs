@@ -122,9 +122,17 @@ impl KeepAlivePolicy {
         idle_since.checked_add(self.cfg.keep_alive_ms)
     }
 
-    /// Expired exactly when it has been idle for the whole TTL.
+    /// When this entry's keep-alive ends: its own window if it has one, else the TTL.
+    pub fn entry_expires_at(&self, e: &PoolEntry) -> Option<Millis> {
+        match e.keep_alive_ms {
+            Some(window) => e.idle_since.checked_add(window),
+            None => self.expires_at(e.idle_since),
+        }
+    }
+
+    /// Expired exactly when it has been idle for its whole keep-alive.
     fn expired(&self, e: &PoolEntry, now: Millis) -> bool {
-        self.expires_at(e.idle_since).is_some_and(|at| now >= at)
+        self.entry_expires_at(e).is_some_and(|at| now >= at)
     }
 
     /// Idle, not yet frozen, idle for at least the pause grace, least recently used first.
@@ -225,7 +233,7 @@ impl KeepAlivePolicy {
     pub fn next_deadline(&self, pool: &[PoolEntry], now: Millis) -> Option<Millis> {
         pool.iter()
             .flat_map(|e| {
-                let expiry = self.expires_at(e.idle_since);
+                let expiry = self.entry_expires_at(e);
                 // An entry reaching its TTL first is evicted, never frozen.
                 let freeze = e
                     .idle_since

@@ -14,6 +14,10 @@ pub struct PoolEntry {
     /// Bytes it costs the keep-alive budget (measured USS/PSS, or its declared limit).
     pub charged: u64,
     pub frozen: bool,
+    /// Its own keep-alive, counted from `idle_since`, instead of the policy's TTL (a per-action
+    /// window such as the hybrid histogram's; 0: unload at once).
+    #[serde(default)]
+    pub keep_alive_ms: Option<Millis>,
 }
 
 impl PoolEntry {

@@ -10,6 +10,7 @@ pub fn entry(id: &str, idle_since: u64, charged: u64, frozen: bool) -> PoolEntry
         idle_since,
         charged,
         frozen,
+        keep_alive_ms: None,
     }
 }
 

@@ -45,6 +45,16 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_KEEP_ALIVE", default_value = "10m", value_parser = humantime::parse_duration)]
     pub keep_alive: Duration,
 
+    /// How long each idle instance is kept: `fixed` (`--keep-alive` for every action) or
+    /// `hybrid` (Shahrad et al., ATC '20: each action's keep-alive and pre-warm window from its
+    /// histogram of idle times; `--keep-alive` for actions with too little history).
+    #[arg(long, env = "ICEBOX_KEEP_ALIVE_POLICY", default_value = "fixed", value_parser = ["fixed", "hybrid"])]
+    pub keep_alive_policy: String,
+
+    /// The hybrid policy's histogram bin (the paper's 1 minute); the histogram spans 240 bins.
+    #[arg(long, env = "ICEBOX_HYBRID_BIN", default_value = "1m", value_parser = humantime::parse_duration)]
+    pub hybrid_bin: Duration,
+
     /// How long an idle instance stays runnable before it is frozen.
     #[arg(long, env = "ICEBOX_PAUSE_GRACE", default_value = "50ms", value_parser = humantime::parse_duration)]
     pub pause_grace: Duration,
@@ -199,9 +209,12 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_LIBRARY_PAGEOUT", default_value = "keep-cached")]
     pub library_pageout: icebox_policy::LibraryPageout,
 
-    /// Where offloaded memory goes: none, swap (the swap the operator configured) or
-    /// zram:SIZE (iceboxd creates its own compressed-RAM swap device, lz4, highest priority,
-    /// and removes it at exit, or at the next start after a crash; needs root).
+    /// Where offloaded memory goes: none, swap (the swap the operator configured),
+    /// zram:SIZE (iceboxd creates its own compressed-RAM swap device, lz4, highest priority),
+    /// swapfile:PATH:SIZE (iceboxd creates a swap file at PATH, with the kernel's zswap in front
+    /// of it where the kernel has zswap: offloaded pages leave the node's RAM), or
+    /// zram:SIZE+swapfile:PATH:SIZE (zram first, the file once zram is full). What iceboxd
+    /// creates it removes at exit, or at the next start after a crash; needs root.
     #[arg(long, env = "ICEBOX_OFFLOAD_POOL", default_value = "none")]
     pub offload_pool: icebox_mem::PoolSpec,
 

@@ -140,7 +140,7 @@ pub async fn invoke(
             instance: lease.instance.id.clone(),
             restored: lease
                 .cold
-                .then(|| lease.instance.restore.as_ref().map(|r| r.mode))
+                .then(|| lease.instance.origin.restored_mode())
                 .flatten(),
         };
         let outcome = match run(&inv, lease, state.pool.output_budget()).await {

@@ -179,6 +179,18 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
                 restore: cfg.snapshot_restore,
                 state_dir: state_dir.clone(),
             },
+            hybrid: (cfg.keep_alive_policy == "hybrid").then(|| {
+                let bin_ms = u64::try_from(cfg.hybrid_bin.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1);
+                icebox_policy::HybridConfig {
+                    bin_ms,
+                    range_ms: bin_ms.saturating_mul(240),
+                    fallback_keep_alive_ms: u64::try_from(cfg.keep_alive.as_millis())
+                        .unwrap_or(u64::MAX),
+                    ..Default::default()
+                }
+            }),
             output_budget: icebox_sandbox::OutputBudget::new(cfg.output_budget),
         },
         events.clone(),
@@ -218,9 +230,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             anyhow::bail!("--prewarm names the kind '{kind}', which is not installed");
         }
     }
-    pool.refill_prewarm();
     let known: Vec<_> = state.actions.read().unwrap().values().cloned().collect();
-    pool.take_over_snapshots(&known);
+    pool.start_components(&known).await;
     let manager = tokio::spawn(pool.clone().run_manager(stop_rx.clone()));
     let shares = tokio::spawn(crate::shares::keep_shares(state.clone(), stop_rx.clone()));
     let pruner = tokio::spawn(prune_loop(

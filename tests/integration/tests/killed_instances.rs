@@ -45,11 +45,12 @@ fn an_idle_instance_whose_runtime_is_killed_is_evicted_before_it_is_reused() {
         Duration::from_secs(20),
         || d.instance(&instance).is_none().then_some(()),
     );
-    let evicted = d
-        .events_of(&instance)
-        .into_iter()
-        .find(|e| e["kind"] == "evicted")
-        .expect("an evicted event");
+    // The instance leaves the books before its sandbox is destroyed; the event follows that.
+    let evicted = wait_for("an evicted event", Duration::from_secs(10), || {
+        d.events_of(&instance)
+            .into_iter()
+            .find(|e| e["kind"] == "evicted")
+    });
     assert_eq!(evicted["detail"], "exited", "{evicted}");
     let next = d.invoke("echo", json!({"n": 2})).expect_success();
     assert_ne!(next.instance(), instance);

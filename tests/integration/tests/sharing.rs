@@ -402,6 +402,13 @@ fn sharing_annotations_are_checked_at_deploy() {
             json!([{"key": "icebox.sharing", "value": "isolate"}, {"key": "icebox.isolate_memory", "value": 4}]),
             "between 16 and",
         ),
+        // The v8 engine's isolates reach nothing of the host: refused at deploy, by name.
+        (
+            "nodejs:20",
+            "const { execSync } = require('node:child_process');\nfunction main() { return {out: String(execSync('id'))}; }",
+            json!([{"key": "icebox.sharing", "value": "isolate"}]),
+            "'child_process'",
+        ),
     ];
     for (kind, code, annotations, expected) in cases {
         let reply = put(kind, code, annotations.clone());
@@ -414,6 +421,13 @@ fn sharing_annotations_are_checked_at_deploy() {
     }
     // Nothing was stored by the refusals.
     assert_eq!(d.get("/api/v1/namespaces/_/actions/bad").status, 404);
+    // The worker engine has Node's built-ins: the same code deploys there.
+    let worker = put(
+        "nodejs:20",
+        "const fs = require('fs');\nfunction main() { return {}; }",
+        json!([{"key": "icebox.sharing", "value": "isolate"}, {"key": "icebox.isolate_engine", "value": "worker"}]),
+    );
+    assert_eq!(worker.status, 200, "{}", worker.body);
 }
 
 #[test]
@@ -466,4 +480,48 @@ fn reclaiming_an_idle_isolate_instance_gives_back_its_isolates() {
     // The instance serves on, with a fresh isolate.
     let next = d.invoke("alloc", json!({"mb": 1})).expect_success();
     assert_eq!(next.instance(), instance);
+}
+
+/// Issue 22's defect: a first burst of activations with no instance running started one cold
+/// instance per activation (admission joined only instances already running). Both sharing
+/// modes absorb a cold burst into one instance when its capacity allows.
+#[test]
+fn a_cold_burst_is_absorbed_by_one_sharing_instance() {
+    let d = Daemon::start(&["--prewarm", "none"]);
+    let py = r#"import os, time
+def main(args):
+    time.sleep(1.0)
+    return {'pid': os.getpid()}
+"#;
+    deploy(
+        &d,
+        "pyburst",
+        "python:3",
+        py,
+        json!({"concurrency": 8}),
+        &[("icebox.sharing", json!("shared"))],
+    );
+    deploy(
+        &d,
+        "isoburst",
+        "nodejs:20",
+        NODE_WHICH_ISOLATE,
+        json!({"concurrency": 8, "memory": 512}),
+        &[("icebox.sharing", json!("isolate"))],
+    );
+    for name in ["pyburst", "isoburst"] {
+        let runs: Vec<Activation> = invoke_together(&d, name, vec![json!({"ms": 1000}); 8])
+            .into_iter()
+            .map(Activation::expect_success)
+            .collect();
+        let ran_on: BTreeSet<&str> = runs.iter().map(|a| a.instance()).collect();
+        assert_eq!(
+            ran_on.len(),
+            1,
+            "{name}: one instance took the burst: {ran_on:?}"
+        );
+        let instances = instances_of(&d, name);
+        assert_eq!(instances.len(), 1, "{name}: {instances:?}");
+        assert_eq!(instances[0]["invocations"], 8, "{name}: {}", instances[0]);
+    }
 }

@@ -1,5 +1,6 @@
-//! `<state_dir>/offload-pool.json`: the zram device a daemon of this state dir created, so
-//! the next start can remove it if that daemon died without closing it.
+//! `<state_dir>/offload-pool.json`: the zram device and swap file a daemon of this state dir
+//! created (and whether it turned zswap on), so the next start can remove them if that daemon
+//! died without closing them.
 
 use serde::{Deserialize, Serialize};
 use std::io::{self, Write};
@@ -9,11 +10,19 @@ const FILE: &str = "offload-pool.json";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Marker {
-    pub device: u32,
+    /// The zram device's id (a marker of an older daemon always has one).
+    #[serde(default)]
+    pub device: Option<u32>,
     pub boot_id: String,
     /// What the device's disksize reads once configured: tells our device from a later one
     /// that reused the id.
+    #[serde(default)]
     pub disksize: u64,
+    #[serde(default)]
+    pub swap_file: Option<PathBuf>,
+    /// zswap was off and this daemon turned it on.
+    #[serde(default)]
+    pub zswap_turned_on: bool,
 }
 
 pub(crate) fn path(state_dir: &Path) -> PathBuf {
@@ -74,15 +83,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(read(dir.path()).unwrap(), None);
         let m = Marker {
-            device: 3,
+            device: Some(3),
             boot_id: "b".into(),
             disksize: 4096,
+            swap_file: Some("/var/swap".into()),
+            zswap_turned_on: true,
         };
         write(dir.path(), &m).unwrap();
         assert_eq!(read(dir.path()).unwrap(), Some(m));
         remove(dir.path()).unwrap();
         remove(dir.path()).unwrap();
         assert_eq!(read(dir.path()).unwrap(), None);
+        // An older daemon's marker (zram only) still reads.
+        std::fs::write(
+            path(dir.path()),
+            r#"{"device":2,"boot_id":"b","disksize":8192}"#,
+        )
+        .unwrap();
+        let old = read(dir.path()).unwrap().unwrap();
+        assert_eq!(
+            (old.device, old.swap_file, old.zswap_turned_on),
+            (Some(2), None, false)
+        );
         std::fs::write(path(dir.path()), "{").unwrap();
         assert_eq!(
             read(dir.path()).unwrap_err().kind(),

@@ -1,15 +1,19 @@
-//! The offload pool: the kernel swap that pages icebox offloads go to. Either a zram device
-//! icebox creates for itself (compressed, in RAM, used before any other swap), the operator's
-//! own swap, or none.
+//! The offload pool: the kernel swap that pages icebox offloads go to. Either swap areas icebox
+//! creates for itself — a zram device (compressed, in RAM, used before any other swap), a swap
+//! file (on disk, with zswap in front of it: pages really leave the node's RAM), or both tiers
+//! — the operator's own swap, or none.
 
 mod marker;
 mod psi;
 mod spec;
 mod stats;
+mod swapfile;
 mod swaps;
 mod vmstat;
 mod zram;
 
+#[cfg(test)]
+mod swapfile_tests;
 #[cfg(test)]
 mod tests;
 
@@ -21,13 +25,15 @@ pub use vmstat::pages_swapped_in;
 use stats::{zram_mm_stat, MmStat};
 use std::io;
 use std::path::{Path, PathBuf};
+use swapfile::{zswap, SwapFile};
 use swaps::read_swaps;
 use zram::Zram;
 
 use icebox_core::units::PAGE;
 
-/// An open offload pool. A zram pool is torn down by [`OffloadPool::close`], or on drop when
-/// not closed; a process that dies first leaves a marker for [`OffloadPool::cleanup_stale`].
+/// An open offload pool. What icebox created for it is torn down by [`OffloadPool::close`], or
+/// on drop when not closed; a process that dies first leaves a marker for
+/// [`OffloadPool::cleanup_stale`].
 #[derive(Debug)]
 pub struct OffloadPool {
     kind: Kind,
@@ -37,8 +43,13 @@ pub struct OffloadPool {
 enum Kind {
     None,
     Swap,
-    Zram {
-        zram: Zram,
+    /// Swap areas icebox created: the zram device, the swap file, or both.
+    Own {
+        spec: PoolSpec,
+        zram: Option<Zram>,
+        file: Option<SwapFile>,
+        /// zswap was off and icebox turned it on for the swap file: turned off at close.
+        zswap_turned_on: bool,
         state_dir: PathBuf,
         /// Set once torn down (or tried): drop must not try again.
         closed: bool,
@@ -46,11 +57,12 @@ enum Kind {
 }
 
 impl OffloadPool {
-    /// Zram: hot_add a device, lz4, disksize, mkswap, swapon with the highest priority. The
-    /// marker in `state_dir` is written right after hot_add, so a crash at any later point
+    /// Zram: hot_add a device, lz4, disksize, mkswap, swapon with the highest priority. Swap
+    /// file: allocate, mkswap, swapon just below, and zswap on where the kernel has it. The
+    /// marker in `state_dir` names each piece before it is made, so a crash at any later point
     /// leaves a record. On failure everything done so far is undone.
     pub fn open(spec: &PoolSpec, state_dir: &Path) -> io::Result<OffloadPool> {
-        let kind = match *spec {
+        let kind = match spec {
             PoolSpec::None => Kind::None,
             PoolSpec::Swap => {
                 if read_swaps()?.is_empty() {
@@ -61,11 +73,7 @@ impl OffloadPool {
                 }
                 Kind::Swap
             }
-            PoolSpec::Zram { bytes } => Kind::Zram {
-                zram: open_zram(bytes, state_dir)?,
-                state_dir: state_dir.to_path_buf(),
-                closed: false,
-            },
+            own => open_own(own, state_dir)?,
         };
         Ok(OffloadPool { kind })
     }
@@ -86,29 +94,46 @@ impl OffloadPool {
         let Some(found) = found else {
             return Ok(false);
         };
-        let zram = Zram { id: found.device };
-        let ours = found.boot_id == zram::boot_id()?
-            && zram.exists()
-            && matches!(zram.disksize(), Ok(size) if size == found.disksize || size == 0);
-        let result = if ours { zram.teardown() } else { Ok(()) };
+        let mut removed = false;
+        let mut result = Ok(());
+        if let Some(id) = found.device {
+            let zram = Zram { id };
+            let ours = found.boot_id == zram::boot_id()?
+                && zram.exists()
+                && matches!(zram.disksize(), Ok(size) if size == found.disksize || size == 0);
+            if ours {
+                result = zram.teardown();
+                removed = true;
+            }
+        }
+        // A swap file outlives a reboot; its label says it is still icebox's.
+        if let Some(path) = found.swap_file.filter(|p| SwapFile::is_ours(p)) {
+            let file = SwapFile { path };
+            result = result.and(file.teardown());
+            removed = true;
+        }
+        if found.zswap_turned_on && found.boot_id == zram::boot_id()? {
+            if let Err(e) = zswap::set(false) {
+                tracing::warn!(error = %e, "cannot turn zswap off again");
+            }
+        }
         marker::remove(state_dir)?;
-        result.map(|()| ours)
+        result.map(|()| removed)
     }
 
     pub fn spec(&self) -> PoolSpec {
         match &self.kind {
             Kind::None => PoolSpec::None,
             Kind::Swap => PoolSpec::Swap,
-            Kind::Zram { zram, .. } => PoolSpec::Zram {
-                bytes: zram.disksize().unwrap_or(0),
-            },
+            Kind::Own { spec, .. } => spec.clone(),
         }
     }
 
-    /// `/dev/zramN` for icebox's own device.
+    /// `/dev/zramN` for icebox's own device, else its swap file.
     pub fn device(&self) -> Option<String> {
         match &self.kind {
-            Kind::Zram { zram, .. } => Some(zram.dev_path()),
+            Kind::Own { zram: Some(z), .. } => Some(z.dev_path()),
+            Kind::Own { file: Some(f), .. } => Some(f.path.display().to_string()),
             _ => None,
         }
     }
@@ -139,18 +164,37 @@ impl OffloadPool {
                     compression_ratio: mm.compression_ratio(),
                 }
             }
-            Kind::Zram { zram, .. } => {
-                let dev = zram.dev_path();
-                let area = areas.iter().find(|a| a.path == dev);
-                let mm = zram_mm_stat(&dev).unwrap_or_default();
+            Kind::Own { zram, file, .. } => {
+                let mut paths = Vec::new();
+                let mut mm = MmStat::default();
+                if let Some(z) = zram {
+                    let dev = z.dev_path();
+                    mm.add(zram_mm_stat(&dev).unwrap_or_default());
+                    paths.push(dev);
+                }
+                if let Some(f) = file {
+                    paths.push(f.path.display().to_string());
+                    // zswap's pool is RAM in front of the file: count it like zram's.
+                    let (pool_ram, held) = zswap::usage();
+                    mm.add(MmStat {
+                        orig_data_size: held,
+                        compr_data_size: pool_ram,
+                        mem_used_total: pool_ram,
+                    });
+                }
+                let ours: Vec<_> = areas.iter().filter(|a| paths.contains(&a.path)).collect();
                 PoolStats {
-                    kind: "zram",
-                    capacity_bytes: area.map_or(0, |a| a.size_bytes),
-                    stored_bytes: area.map_or(0, |a| a.used_bytes),
+                    kind: match (zram.is_some(), file.is_some()) {
+                        (true, true) => "zram+swapfile",
+                        (false, true) => "swapfile",
+                        _ => "zram",
+                    },
+                    capacity_bytes: ours.iter().map(|a| a.size_bytes).sum(),
+                    stored_bytes: ours.iter().map(|a| a.used_bytes).sum(),
                     memory_bytes: mm.mem_used_total,
                     compressed_bytes: mm.compr_data_size,
                     compression_ratio: mm.compression_ratio(),
-                    device: Some(dev),
+                    device: self.device(),
                 }
             }
         }
@@ -161,7 +205,7 @@ impl OffloadPool {
     /// compacted. Nothing to do for the operator's swap.
     pub fn compact(&self) -> io::Result<()> {
         match &self.kind {
-            Kind::Zram { zram, .. } => zram.compact(),
+            Kind::Own { zram: Some(z), .. } => z.compact(),
             _ => Ok(()),
         }
     }
@@ -178,34 +222,44 @@ impl OffloadPool {
                 Ok(_) => Ok(()),
                 Err(e) => Err(format!("offload pool swap: /proc/swaps: {e}")),
             },
-            Kind::Zram { zram, closed, .. } => {
-                let dev = zram.dev_path();
-                if *closed || !zram.exists() {
-                    return Err(format!("offload pool {dev} was removed"));
+            Kind::Own {
+                zram, file, closed, ..
+            } => {
+                if let Some(z) = zram {
+                    let dev = z.dev_path();
+                    if *closed || !z.exists() {
+                        return Err(format!("offload pool {dev} was removed"));
+                    }
+                    swapped_on(&dev, z.is_swapped_on())?;
                 }
-                match zram.is_swapped_on() {
-                    Ok(true) => Ok(()),
-                    Ok(false) => Err(format!(
-                        "offload pool {dev} is no longer swapped on (swapoff by someone else?)"
-                    )),
-                    Err(e) => Err(format!("offload pool {dev}: /proc/swaps: {e}")),
+                if let Some(f) = file {
+                    let path = f.path.display().to_string();
+                    if *closed || !f.path.exists() {
+                        return Err(format!("offload pool {path} was removed"));
+                    }
+                    swapped_on(&path, f.is_swapped_on())?;
                 }
+                Ok(())
             }
         }
     }
 
-    /// Zram: swapoff (which moves every page it holds back into RAM), reset, hot_remove, and
-    /// the marker removed. On failure the marker stays, for a later
+    /// Icebox's own areas: swapoff (which moves every page they hold back into RAM), the zram
+    /// device reset and removed, the swap file deleted, zswap off again if icebox turned it on,
+    /// and the marker removed. On failure the marker stays, for a later
     /// [`OffloadPool::cleanup_stale`]. Other kinds: nothing to do.
     pub fn close(mut self) -> io::Result<()> {
         self.teardown()
     }
 
     fn teardown(&mut self) -> io::Result<()> {
-        let Kind::Zram {
+        let Kind::Own {
             zram,
+            file,
+            zswap_turned_on,
             state_dir,
             closed,
+            ..
         } = &mut self.kind
         else {
             return Ok(());
@@ -213,7 +267,17 @@ impl OffloadPool {
         if std::mem::replace(closed, true) {
             return Ok(());
         }
-        zram.teardown()?;
+        // The file first: its pages come back to RAM (zram, being in RAM, costs nothing to
+        // bring back).
+        if let Some(f) = file {
+            f.teardown()?;
+        }
+        if *zswap_turned_on {
+            zswap::set(false)?;
+        }
+        if let Some(z) = zram {
+            z.teardown()?;
+        }
         marker::remove(state_dir)
     }
 }
@@ -221,39 +285,110 @@ impl OffloadPool {
 impl Drop for OffloadPool {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            tracing::error!(error = %e, "cannot remove the offload pool's zram device");
+            tracing::error!(error = %e, "cannot remove the offload pool's swap areas");
         }
     }
 }
 
-fn open_zram(bytes: u64, state_dir: &Path) -> io::Result<Zram> {
-    let root = rustix::process::geteuid().is_root();
-    if !root || !Path::new(zram::CONTROL).join("hot_add").exists() {
+fn swapped_on(name: &str, on: io::Result<bool>) -> Result<(), String> {
+    match on {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!(
+            "offload pool {name} is no longer swapped on (swapoff by someone else?)"
+        )),
+        Err(e) => Err(format!("offload pool {name}: /proc/swaps: {e}")),
+    }
+}
+
+/// Icebox's own tiers: zram first (if asked), then the swap file and zswap. On failure
+/// everything made so far is undone.
+fn open_own(spec: &PoolSpec, state_dir: &Path) -> io::Result<Kind> {
+    if !rustix::process::geteuid().is_root() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
-            "--offload-pool zram needs root and the zram module (/sys/class/zram-control)",
+            format!("--offload-pool {spec} needs root (it creates swap areas)"),
         ));
     }
-    let boot_id = zram::boot_id()?;
+    let mut record = marker::Marker {
+        device: None,
+        boot_id: zram::boot_id()?,
+        disksize: 0,
+        swap_file: None,
+        zswap_turned_on: false,
+    };
+    let zram = match spec.zram_bytes() {
+        Some(bytes) => Some(open_zram(bytes, state_dir, &mut record)?),
+        None => None,
+    };
+    let mut kind = Kind::Own {
+        spec: spec.clone(),
+        zram,
+        file: None,
+        zswap_turned_on: false,
+        state_dir: state_dir.to_path_buf(),
+        closed: false,
+    };
+    if let Some((path, bytes)) = spec.swap_file() {
+        let made = (|| {
+            record.swap_file = Some(path.to_path_buf());
+            marker::write(state_dir, &record)?;
+            let file = SwapFile::create(path, bytes)?;
+            tracing::info!(path = %path.display(), bytes, priority = swapfile::PRIORITY, "offload pool: swap file on");
+            // Not with a zram tier: zswap would compress pages on their way to zram too.
+            let zswap_on = spec.zram_bytes().is_none() && zswap::available() && !zswap::enabled()?;
+            if zswap_on {
+                record.zswap_turned_on = true;
+                marker::write(state_dir, &record)?;
+                zswap::set(true)?;
+                tracing::info!("offload pool: zswap turned on in front of the swap file");
+            }
+            Ok::<_, io::Error>((file, zswap_on))
+        })();
+        match made {
+            Ok((f, on)) => {
+                if let Kind::Own {
+                    file,
+                    zswap_turned_on,
+                    ..
+                } = &mut kind
+                {
+                    *file = Some(f);
+                    *zswap_turned_on = on;
+                }
+            }
+            Err(e) => {
+                if record.zswap_turned_on {
+                    let _ = zswap::set(false);
+                }
+                // Dropping the pool tears down the zram tier and removes the marker.
+                drop(OffloadPool { kind });
+                let _ = marker::remove(state_dir);
+                return Err(e);
+            }
+        }
+    }
+    Ok(kind)
+}
+
+fn open_zram(bytes: u64, state_dir: &Path, record: &mut marker::Marker) -> io::Result<Zram> {
+    if !Path::new(zram::CONTROL).join("hot_add").exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "--offload-pool zram needs the zram module (/sys/class/zram-control)",
+        ));
+    }
     let zram = Zram::hot_add()?;
     let configured = (|| {
         let disksize = zram::page_aligned(bytes);
-        let record = |disksize| {
-            marker::write(
-                state_dir,
-                &marker::Marker {
-                    device: zram.id,
-                    boot_id: boot_id.clone(),
-                    disksize,
-                },
-            )
-        };
-        record(disksize)?;
+        record.device = Some(zram.id);
+        record.disksize = disksize;
+        marker::write(state_dir, record)?;
         zram.set_comp_algorithm()?;
         zram.set_disksize(bytes)?;
         let actual = zram.disksize()?;
         if actual != disksize {
-            record(actual)?;
+            record.disksize = actual;
+            marker::write(state_dir, record)?;
         }
         zram.mkswap()?;
         zram.swapon()

@@ -11,7 +11,7 @@ static ZRAM_TESTS: Mutex<()> = Mutex::new(());
 use icebox_core::units::MIB;
 
 /// Serialises the zram tests; `None` (with the reason printed) when they cannot run here.
-fn zram_tests() -> Option<MutexGuard<'static, ()>> {
+pub(super) fn zram_tests() -> Option<MutexGuard<'static, ()>> {
     if !rustix::process::geteuid().is_root() {
         eprintln!("skipping: zram tests need root");
         return None;
@@ -25,7 +25,7 @@ fn zram_tests() -> Option<MutexGuard<'static, ()>> {
 
 /// Removes device `id` when dropped: the safety net for a pool the test forgot on purpose
 /// or that an assertion left behind.
-struct DeviceGuard(u32);
+pub(super) struct DeviceGuard(pub(super) u32);
 
 impl Drop for DeviceGuard {
     fn drop(&mut self) {
@@ -36,7 +36,7 @@ impl Drop for DeviceGuard {
     }
 }
 
-fn device_id(pool: &OffloadPool) -> u32 {
+pub(super) fn device_id(pool: &OffloadPool) -> u32 {
     pool.device()
         .unwrap()
         .strip_prefix("/dev/zram")
@@ -66,7 +66,7 @@ fn zram_pool_is_swapped_on_first_and_closed_without_a_trace() {
     assert!(area.size_bytes > 60 * MIB && area.size_bytes <= 64 * MIB);
     assert_eq!(pool.spec(), PoolSpec::Zram { bytes: 64 * MIB });
     let found = marker::read(dir.path()).unwrap().expect("marker written");
-    assert_eq!(found.device, device_id(&pool));
+    assert_eq!(found.device, Some(device_id(&pool)));
     assert_eq!(found.disksize, 64 * MIB);
     assert_eq!(found.boot_id, zram::boot_id().unwrap());
     assert_eq!(pool.check(), Ok(()));
@@ -259,9 +259,11 @@ fn stale_markers_of_another_boot_or_garbage_remove_nothing() {
     marker::write(
         dir.path(),
         &marker::Marker {
-            device: 0,
+            device: Some(0),
             boot_id: "another-boot".into(),
             disksize: 0,
+            swap_file: None,
+            zswap_turned_on: false,
         },
     )
     .unwrap();

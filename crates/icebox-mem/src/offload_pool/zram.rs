@@ -200,7 +200,7 @@ pub(crate) fn choose_algorithm(listing: &str) -> &str {
         .unwrap_or("lzo-rle")
 }
 
-fn find_mkswap() -> Option<PathBuf> {
+pub(crate) fn find_mkswap() -> Option<PathBuf> {
     let fixed = ["/usr/sbin/mkswap", "/sbin/mkswap"].map(PathBuf::from);
     let path = std::env::var_os("PATH").unwrap_or_default();
     let on_path = std::env::split_paths(&path).map(|d| d.join("mkswap"));

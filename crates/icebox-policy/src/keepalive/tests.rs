@@ -548,3 +548,20 @@ fn room_for_a_new_instance_evicts_the_least_recently_used_until_the_shortfall_is
     // More than the pool holds: all of it, the start then waits.
     assert_eq!(p.room_for(&pool, 4096, 0), vec!["old", "mid", "new"]);
 }
+
+#[test]
+fn an_entry_with_its_own_window_expires_by_it_and_zero_unloads_at_once() {
+    let p = policy(600_000, 50, 1 << 40, 100);
+    let mut own = entry("own", 1_000, MIB, false);
+    own.keep_alive_ms = Some(5_000);
+    let mut unload = entry("unload", 1_000, MIB, false);
+    unload.keep_alive_ms = Some(0);
+    let ttl = entry("ttl", 1_000, MIB, false);
+    let pool = vec![own, unload, ttl];
+    // At once: the zero window is due, and such an entry is never frozen first.
+    assert_eq!(ids(&p.evictions(&pool, 1_000)), ["unload"]);
+    assert!(!p.to_freeze(&pool, 1_100).contains(&"unload".to_string()));
+    assert_eq!(p.next_deadline(&pool[..1], 1_100), Some(6_000));
+    assert_eq!(ids(&p.evictions(&pool, 6_000)), ["own", "unload"]);
+    assert_eq!(ids(&p.evictions(&pool, 601_000)), ["own", "ttl", "unload"]);
+}

@@ -206,6 +206,7 @@ pub async fn put(
         .unwrap_or_default();
     crate::pool::sharing::validate(&spec.annotations, &language, spec.limits.memory)
         .map_err(ApiError::bad_request)?;
+    crate::pool::sharing::validate_code(&spec).map_err(ApiError::bad_request)?;
     state
         .pool
         .backends()
@@ -219,7 +220,7 @@ pub async fn put(
     let stored = state.cache_action(stored);
     // Instances of the previous version must not serve the new one.
     state.pool.retire_action(&fqn).await;
-    state.pool.build_snapshot_if_missing(&stored);
+    state.pool.action_deployed(&stored);
     Ok(Json(action_json(&stored, true)).into_response())
 }
 

@@ -168,9 +168,12 @@ pub async fn reclaim(
     Query(q): Query<ReclaimQuery>,
 ) -> Result<Json<icebox_core::api::ReclaimReport>, ApiError> {
     check_owner(&state, &caller, &id)?;
-    state
+    let desiccant = state
         .pool
-        .reclaim(&id, q.variant)
+        .component::<crate::pool::desiccant::Desiccant>()
+        .ok_or_else(|| ApiError::conflict("Desiccant is not part of this node's pool."))?;
+    desiccant
+        .reclaim(&state.pool, &id, q.variant)
         .await
         .map(Json)
         .map_err(|e| match e {

@@ -2,6 +2,7 @@
 //! now, discard one.
 
 use super::{resolve_namespace, ApiError};
+use crate::pool::snapshots::ActionSnapshots;
 use crate::state::AppState;
 use crate::tenants::Caller;
 use axum::extract::{Path, State};
@@ -12,11 +13,15 @@ use axum::Json;
 use icebox_core::api::SnapshotView;
 use serde_json::json;
 
+fn snapshots(state: &AppState) -> Option<&ActionSnapshots> {
+    state.pool.component::<ActionSnapshots>()
+}
+
 pub async fn list(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> Json<Vec<SnapshotView>> {
-    let mut views = state.pool.snapshot_views();
+    let mut views = snapshots(&state).map_or_else(Vec::new, |s| s.views());
     views.retain(|v| caller.sees(super::namespace_of(&v.action)));
     Json(views)
 }
@@ -31,13 +36,13 @@ pub async fn build(
     let action = state.action(&namespace, &name).ok_or_else(|| {
         ApiError::not_found(format!("The action '{namespace}/{name}' does not exist."))
     })?;
-    state
-        .pool
-        .request_snapshot(&action)
+    let component = snapshots(&state)
+        .ok_or_else(|| ApiError::conflict("Snapshots are not part of this node's pool."))?;
+    component
+        .request(&state.pool, &action)
         .map_err(ApiError::conflict)?;
-    let views: Vec<SnapshotView> = state
-        .pool
-        .snapshot_views()
+    let views: Vec<SnapshotView> = component
+        .views()
         .into_iter()
         .filter(|v| v.action == action.fqn())
         .collect();
@@ -52,7 +57,7 @@ pub async fn delete(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let namespace = resolve_namespace(&state, &caller, &namespace)?;
     let fqn = format!("{namespace}/{name}");
-    let deleted = state.pool.discard_snapshots(&fqn);
+    let deleted = snapshots(&state).map_or(0, |s| s.discard(&fqn));
     if deleted == 0 {
         return Err(ApiError::not_found(format!(
             "The action '{fqn}' has no snapshot."

@@ -57,6 +57,8 @@ pub struct Ticket {
     pool: Arc<Pool>,
     action: Arc<ActionSpec>,
     place: Option<Place>,
+    /// An invocation's (a pre-warm's is not).
+    activation: bool,
 }
 
 enum Place {
@@ -67,8 +69,9 @@ enum Place {
         reservation: StartReservation,
         evict: Vec<String>,
     },
-    /// Holds one place of the queue.
-    Queued,
+    /// Holds one place of the queue; `joining`: waits for an instance of the action being
+    /// started, which has room for it.
+    Queued { joining: bool },
 }
 
 /// A place under max_instances held for an instance being started; dropped unfulfilled, the
@@ -76,6 +79,7 @@ enum Place {
 pub(super) struct StartReservation {
     pool: Arc<Pool>,
     fqn: String,
+    version: String,
     fulfilled: bool,
 }
 
@@ -88,7 +92,7 @@ impl StartReservation {
 impl Drop for StartReservation {
     fn drop(&mut self) {
         if !self.fulfilled {
-            self.pool.slots.abandon_start(&self.fqn);
+            self.pool.slots.abandon_start(&self.fqn, &self.version);
             self.pool.queue.wake_all();
         }
     }
@@ -99,53 +103,96 @@ impl Pool {
     /// a refusal.
     pub fn admit(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Result<Ticket, AdmitError> {
         let place = match self
-            .claim(action)
+            .claim(action, false)
             .map_err(|ShuttingDown| AdmitError::ShuttingDown)?
         {
-            Some(place) => place,
-            None => {
+            Place::Queued { joining } => {
                 if !self.queue.enter() {
+                    if joining {
+                        self.slots.stop_joining(action);
+                    }
                     self.metrics.rejected.inc();
                     return Err(AdmitError::QueueFull);
                 }
                 self.metrics.queue_length.inc();
-                Place::Queued
+                Place::Queued { joining }
             }
+            place => place,
         };
         Ok(Ticket {
             pool: self.clone(),
             action: action.clone(),
             place: Some(place),
+            activation: true,
         })
     }
 
-    fn claim(self: &Arc<Self>, action: &ActionSpec) -> Result<Option<Place>, ShuttingDown> {
+    /// A place for the invocation; `Place::Queued` when it must wait (not yet in the queue).
+    fn claim(self: &Arc<Self>, action: &ActionSpec, joining: bool) -> Result<Place, ShuttingDown> {
         let per_action = self
             .backends
             .get(self.backends.isolation_of(action))
             .ok()
             .and_then(|b| b.instances_per_action());
-        Ok(match self.slots.claim(action, &self.policy, per_action)? {
-            Claim::Wait => None,
-            Claim::Warm(instance, idle_since) => {
-                if let Some(since) = idle_since {
-                    instance.offload.end_semiwarm();
-                    if instance.offload.mode == icebox_policy::OffloadMode::Faasmem {
+        Ok(
+            match self
+                .slots
+                .claim(action, &self.policy, per_action, joining)?
+            {
+                Claim::Wait => Place::Queued { joining: false },
+                Claim::Join => Place::Queued { joining: true },
+                Claim::Warm(instance, idle_since) => {
+                    if let Some(since) = idle_since {
                         let idle = self.clock.now_ms().saturating_sub(since);
-                        self.offload.record_reuse(&instance.fqn, idle);
+                        for c in self.components.iter() {
+                            c.on_reused(self, &instance, idle);
+                        }
                     }
+                    Place::Warm(instance)
                 }
-                Some(Place::Warm(instance))
-            }
-            Claim::Cold { evict } => Some(Place::Cold {
-                reservation: StartReservation {
-                    pool: self.clone(),
-                    fqn: action.fqn(),
-                    fulfilled: false,
+                Claim::Cold { evict } => Place::Cold {
+                    reservation: StartReservation {
+                        pool: self.clone(),
+                        fqn: action.fqn(),
+                        version: action.version.clone(),
+                        fulfilled: false,
+                    },
+                    evict,
                 },
-                evict,
-            }),
-        })
+            },
+        )
+    }
+
+    /// Starts an instance of the action with no invocation, to be kept idle (a pre-warm), when
+    /// a place for a new one is free now; returns its id. An action that has a live instance,
+    /// or no place now, gets none.
+    pub(super) async fn start_idle(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Option<String> {
+        if self.slots.has_live_instance(action) {
+            return None;
+        }
+        let place = match self.claim(action, false).ok()? {
+            cold @ Place::Cold { .. } => cold,
+            Place::Warm(instance) => {
+                self.unclaim(&instance);
+                return None;
+            }
+            Place::Queued { joining } => {
+                if joining {
+                    self.slots.stop_joining(action);
+                }
+                return None;
+            }
+        };
+        let ticket = Ticket {
+            pool: self.clone(),
+            action: action.clone(),
+            place: Some(place),
+            activation: false,
+        };
+        let lease = ticket.lease(Duration::ZERO).await.ok()?;
+        let id = lease.instance.id.clone();
+        lease.park().await;
+        Some(id)
     }
 
     fn leave_queue(&self) {
@@ -159,27 +206,36 @@ impl Ticket {
     pub async fn lease(mut self, wait_limit: Duration) -> Result<Lease, AcquireError> {
         let pool = self.pool.clone();
         let deadline = Instant::now() + wait_limit;
-        while let Some(Place::Queued) = self.place {
+        while let Some(Place::Queued { joining }) = self.place {
             let notified = pool.queue.notified();
-            // Dropping the ticket on an error leaves the queue.
-            if let Some(place) = pool
-                .claim(&self.action)
+            // The claim gave up any room held on a starting instance; until it has a place,
+            // the ticket waits as what the claim says (dropping it on an error leaves the
+            // queue, see Drop).
+            self.place = Some(Place::Queued { joining: false });
+            match pool
+                .claim(&self.action, joining)
                 .map_err(|ShuttingDown| AcquireError::ShuttingDown)?
             {
-                self.place = Some(place);
-                pool.leave_queue();
-            } else if tokio::time::timeout_at(deadline.into(), notified)
-                .await
-                .is_err()
-            {
-                return Err(AcquireError::QueueTimeout(wait_limit));
+                Place::Queued { joining } => {
+                    self.place = Some(Place::Queued { joining });
+                    if tokio::time::timeout_at(deadline.into(), notified)
+                        .await
+                        .is_err()
+                    {
+                        return Err(AcquireError::QueueTimeout(wait_limit));
+                    }
+                }
+                place => {
+                    self.place = Some(place);
+                    pool.leave_queue();
+                }
             }
         }
         match self.place.take().expect("a ticket is leased once") {
-            Place::Queued => unreachable!("left the queue above"),
+            Place::Queued { .. } => unreachable!("left the queue above"),
             Place::Warm(instance) => {
                 // Until it runs, the claim is given back if this future is dropped.
-                let lease = Lease::new(&pool, instance.clone(), false, None);
+                let lease = Lease::new(&pool, instance.clone(), false, None, self.activation);
                 match instance.ensure_thawed().await {
                     Ok(Some(took)) => {
                         pool.metrics.thaw_seconds.observe(took.as_secs_f64());
@@ -221,7 +277,8 @@ impl Ticket {
                         .await
                 });
                 let _ = destroyed.await;
-                pool.cold_start(&self.action, reservation).await
+                pool.cold_start(&self.action, reservation, self.activation)
+                    .await
             }
         }
     }
@@ -231,7 +288,12 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         match self.place.take() {
             None => {}
-            Some(Place::Queued) => self.pool.leave_queue(),
+            Some(Place::Queued { joining }) => {
+                if joining {
+                    self.pool.slots.stop_joining(&self.action);
+                }
+                self.pool.leave_queue();
+            }
             // The reservation gives its place back as it drops.
             Some(Place::Cold {
                 reservation: _,

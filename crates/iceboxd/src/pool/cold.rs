@@ -3,24 +3,27 @@
 
 use super::admission::StartReservation;
 use super::backends::Isolation;
+use super::component::Provided;
 use super::env::wants_network;
-use super::instance::{Instance, Measured, Restore, Slot};
-use super::offload::{Barrier, OffloadBook};
+use super::extensions::Extensions;
+use super::instance::{Instance, Measured, Origin, Slot};
 use super::sharing;
 use super::{AcquireError, EvictReason, InitError, Lease, Pool, StartError};
 use crate::metrics::KindLabel;
 use icebox_core::{ActionSpec, EventKind, InstanceState};
 use icebox_sandbox::{InstanceSpec, Sandbox};
 use serde_json::json;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 impl Pool {
+    /// `activation`: an invocation's start (a pre-warm without one passes false).
     pub(super) async fn cold_start(
         self: &Arc<Self>,
         action: &Arc<ActionSpec>,
         reservation: StartReservation,
+        activation: bool,
     ) -> Result<Lease, AcquireError> {
         // A failed start drops the reservation, which frees its place.
         let (instance, init_ms) = self.start_instance(action).await?;
@@ -34,6 +37,7 @@ impl Pool {
             frozen_since: None,
             reclaiming: false,
             reclaimed_since_last_run: false,
+            keep_alive_ms: None,
         };
         if self.slots.add_started(slot).is_err() {
             // The pool shut down meanwhile; its place is held until the sandbox is gone.
@@ -48,10 +52,12 @@ impl Pool {
             return Err(AcquireError::ShuttingDown);
         }
         reservation.fulfilled();
+        // Invocations waiting to join it (a sharing instance) take their places now.
+        self.queue.wake_all();
         self.watch_exit(&instance);
         self.events
             .emit(&instance.id, &instance.fqn, EventKind::RunStart, None, None);
-        Ok(Lease::new(self, instance, true, Some(init_ms)))
+        Ok(Lease::new(self, instance, true, Some(init_ms), activation))
     }
 
     async fn start_instance(
@@ -67,29 +73,18 @@ impl Pool {
             .map_err(StartError::Isolation)?
             .clone();
         let spec = self.instance_spec(action, new_instance_id(&action.name))?;
-        if let Some((sandbox, restore)) = self.restore_from_snapshot(action, isolation, &spec).await
-        {
-            return Ok(self
-                .restored_instance(action, sandbox, isolation, restore, t0)
-                .await);
-        }
-        self.build_snapshot_if_missing(action);
-
-        let stem_cell = match isolation {
-            Isolation::Process => self.take_stem_cell(action).await,
-            Isolation::Vm | Isolation::VmShared => None,
-        };
-        let id = stem_cell
-            .as_ref()
-            .map(|s| s.id().to_string())
-            .unwrap_or(spec.id.clone());
-        let prewarmed = stem_cell.is_some();
-        let sandbox = match stem_cell {
-            Some(sandbox) => sandbox,
+        let (sandbox, origin, ext) = match self.provided(action, isolation, &spec).await {
+            Some(p) if matches!(p.origin, Origin::Restored { .. }) => {
+                return Ok(self.restored_instance(action, p, isolation, t0).await);
+            }
+            Some(p) => (p.sandbox, p.origin, p.ext),
             None => {
-                self.make_room(isolation, &backend, &spec).await;
+                for c in self.components.iter() {
+                    c.before_start(self, isolation, &backend, &spec).await;
+                }
+                let id = spec.id.clone();
                 self.events.emit(&id, &fqn, EventKind::Created, None, None);
-                backend.start(spec).await.map_err(|source| {
+                let sandbox = backend.start(spec).await.map_err(|source| {
                     self.events.emit(
                         &id,
                         &fqn,
@@ -101,20 +96,24 @@ impl Pool {
                         kind: action.exec.kind.clone(),
                         source,
                     }
-                })?
+                })?;
+                (sandbox, Origin::Started, Extensions::default())
             }
         };
+        let id = sandbox.id().to_string();
         let unjoined = Unjoined(Some(sandbox.clone()));
-        let instance = self.new_instance(action, sandbox, isolation, None, t0);
-        self.offload_barrier(&instance, Barrier::Runtime).await;
+        let instance = self.new_instance(action, sandbox, isolation, origin, ext, t0);
+        for c in self.components.iter() {
+            c.on_runtime_ready(self, &instance).await;
+        }
         let ready_memory = instance.measure();
-        let origin = prewarmed.then(|| "prewarmed".to_string());
+        let detail = (origin == Origin::Prewarmed).then(|| "prewarmed".to_string());
         self.events.emit(
             &id,
             &fqn,
             EventKind::RuntimeReady,
             Some(ready_memory),
-            origin,
+            detail,
         );
 
         let t_init = Instant::now();
@@ -122,7 +121,9 @@ impl Pool {
         let init_ms = t_init.elapsed().as_millis() as u64;
         match init {
             Ok(()) => {
-                self.offload_barrier(&instance, Barrier::Init).await;
+                for c in self.components.iter() {
+                    c.on_init_done(self, &instance).await;
+                }
                 let memory = instance.measure();
                 self.events.emit(
                     &id,
@@ -157,22 +158,46 @@ impl Pool {
         }
     }
 
+    /// A sandbox from the first component that has one ready for this start.
+    async fn provided(
+        self: &Arc<Self>,
+        action: &Arc<ActionSpec>,
+        isolation: Isolation,
+        spec: &InstanceSpec,
+    ) -> Option<Provided> {
+        for c in self.components.iter() {
+            if let Some(p) = c.provide(self, action, isolation, spec).await {
+                return Some(p);
+            }
+        }
+        None
+    }
+
     /// A restored instance has nothing left to initialise: both of FaaSMem's barriers pass
     /// at once. Its "init time" is the restore's.
     async fn restored_instance(
         self: &Arc<Self>,
         action: &Arc<ActionSpec>,
-        sandbox: Arc<dyn Sandbox>,
+        provided: Provided,
         isolation: Isolation,
-        restore: Restore,
         t0: Instant,
     ) -> (Arc<Instance>, u64) {
-        let ms = restore.ms;
-        let recording = restore.mode == icebox_core::RestoreMode::Record;
-        let instance = self.new_instance(action, sandbox, isolation, Some(restore), t0);
-        instance.recording.store(recording, Ordering::SeqCst);
-        self.offload_barrier(&instance, Barrier::Runtime).await;
-        self.offload_barrier(&instance, Barrier::Init).await;
+        let Provided {
+            sandbox,
+            origin,
+            ext,
+        } = provided;
+        let ms = match origin {
+            Origin::Restored { ms, .. } => ms,
+            _ => 0,
+        };
+        let instance = self.new_instance(action, sandbox, isolation, origin, ext, t0);
+        for c in self.components.iter() {
+            c.on_runtime_ready(self, &instance).await;
+        }
+        for c in self.components.iter() {
+            c.on_init_done(self, &instance).await;
+        }
         let memory = instance.measure();
         self.events.emit(
             &instance.id,
@@ -205,7 +230,6 @@ impl Pool {
             .resolve(&action.exec.kind)
             .ok_or_else(|| StartError::NotInstalled(action.exec.kind.clone()))?
             .clone();
-        let profile_env = runtime.sharing_env_for(&sharing::profile(action));
         Ok(InstanceSpec {
             id,
             action: action.fqn(),
@@ -215,12 +239,7 @@ impl Pool {
             tmp_bytes: self.cfg.tmp_bytes,
             concurrency: sharing::capacity_of(action),
             network: wants_network(action),
-            env: [
-                self.instance_env(self.mode_of(action)),
-                sharing::sharing_env(action),
-                profile_env,
-            ]
-            .concat(),
+            env: self.instance_env(&action.exec.kind, Some(action)),
         })
     }
 
@@ -229,11 +248,15 @@ impl Pool {
         action: &Arc<ActionSpec>,
         sandbox: Arc<dyn Sandbox>,
         isolation: Isolation,
-        restore: Option<Restore>,
+        origin: Origin,
+        mut ext: Extensions,
         created: Instant,
     ) -> Arc<Instance> {
         sandbox.logs().attach_budget(&self.cfg.output_budget);
         sandbox.logs().set_limit(action.limits.logs_bytes());
+        for c in self.components.iter() {
+            c.on_created(action, &origin, &mut ext);
+        }
         Arc::new(Instance {
             id: sandbox.id().to_string(),
             oom_kills_seen: AtomicU64::new(sandbox.oom_kills()),
@@ -241,16 +264,13 @@ impl Pool {
             fqn: action.fqn(),
             sandbox,
             created,
-            mode: self.mode_of(action),
+            origin,
             frozen: tokio::sync::Mutex::new(false),
             measured: Mutex::new(Measured::default()),
-            offload: OffloadBook::new(self.offload.mode_of(action)),
-            offload_pool: self.offload.pool.clone(),
+            offload_pool: self.cfg.offload_pool.clone(),
             sharing: sharing::sharing_of(action),
-            sharing_stats: Default::default(),
             isolation,
-            restore,
-            recording: AtomicBool::new(false),
+            ext,
         })
     }
 

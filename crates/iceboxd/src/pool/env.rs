@@ -2,15 +2,18 @@
 
 use super::Pool;
 use icebox_core::ActionSpec;
-use icebox_policy::ReclaimMode;
 
 impl Pool {
-    /// The API host (for actions that call back) and, in eager mode, a full GC after every
-    /// activation (a start-up setting of the runtime).
-    pub(super) fn instance_env(&self, mode: ReclaimMode) -> Vec<(String, String)> {
+    /// The API host (for actions that call back), then what each component sets for a runtime
+    /// of `kind` for this action (`None`: for a stem cell, the node's defaults).
+    pub(super) fn instance_env(
+        &self,
+        kind: &str,
+        action: Option<&ActionSpec>,
+    ) -> Vec<(String, String)> {
         let mut env = vec![("__OW_API_HOST".to_string(), self.cfg.api_host.clone())];
-        if mode == ReclaimMode::Eager {
-            env.push(("ICEBOX_EAGER_GC".to_string(), "1".to_string()));
+        for c in self.components.iter() {
+            env.extend(c.instance_env(self, kind, action));
         }
         env
     }

@@ -7,7 +7,9 @@
 //! evicts it then, rather than letting the backend wait for keep-alive to expire.
 
 use super::backends::Isolation;
+use super::component::Component;
 use super::{EvictReason, Pool};
+use async_trait::async_trait;
 use icebox_policy::{EvictionReason, PoolEntry};
 use icebox_sandbox::{InstanceSpec, SandboxBackend};
 use std::sync::Arc;
@@ -17,8 +19,28 @@ use std::time::{Duration, Instant};
 /// backend's own (bounded) wait and error.
 const ROOM_WAIT: Duration = Duration::from_secs(60);
 
+/// The host-budget component: registered when a backend hands out memory from a fixed budget.
+pub struct HostBudget;
+
+#[async_trait]
+impl Component for HostBudget {
+    fn name(&self) -> &'static str {
+        "host_budget"
+    }
+
+    async fn before_start(
+        &self,
+        pool: &Arc<Pool>,
+        isolation: Isolation,
+        backend: &Arc<dyn SandboxBackend>,
+        spec: &InstanceSpec,
+    ) {
+        pool.make_room(isolation, backend, spec).await;
+    }
+}
+
 impl Pool {
-    pub(super) async fn make_room(
+    async fn make_room(
         &self,
         isolation: Isolation,
         backend: &Arc<dyn SandboxBackend>,
@@ -71,6 +93,7 @@ impl Pool {
                     ..spec.clone()
                 }),
                 frozen: s.frozen_since.is_some(),
+                keep_alive_ms: s.keep_alive_ms,
             })
             .collect();
         for id in self.policy.room_for(&idle, need, budget.free_soon()) {

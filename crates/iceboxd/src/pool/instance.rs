@@ -1,10 +1,10 @@
 //! One instance as the pool sees it: the sandbox plus the bookkeeping the policies need.
 
+use super::extensions::Extensions;
 use icebox_core::{ActionSpec, InstanceState, MemoryStats, RestoreMode};
 use icebox_policy::Millis;
 use icebox_sandbox::Sandbox;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -15,43 +15,50 @@ pub struct Instance {
     pub fqn: String,
     pub sandbox: Arc<dyn Sandbox>,
     pub created: Instant,
-    /// How frozen garbage is handled for this instance (node default or the action's choice).
-    pub mode: icebox_policy::ReclaimMode,
+    /// How it came to be: started, from a stem cell, or restored from a snapshot.
+    pub origin: Origin,
     /// Whether the processes are frozen right now. Held while freezing/thawing (and while a
     /// control request such as heap stats thaws it briefly), so a thaw never overtakes the
     /// freeze it must undo.
     pub frozen: tokio::sync::Mutex<bool>,
     pub measured: Mutex<Measured>,
-    /// FaaSMem / TMO books.
-    pub offload: super::offload::OffloadBook,
-    /// The node's offload pool, for the RAM this instance's swapped pages take in it.
+    /// The node's offload pool, for the RAM this instance's swapped pages take in it (its
+    /// local memory, whatever technique swapped them).
     pub offload_pool: Arc<super::PoolState>,
-    /// How it runs concurrent activations (the action's `icebox.sharing`).
+    /// How it runs concurrent activations (the action's `icebox.sharing`): admission joins
+    /// busy instances by it.
     pub sharing: icebox_policy::SharingMode,
-    /// The runtime's last account of its isolates or contexts (`sharing` of /icebox/stats).
-    pub sharing_stats: super::sharing::SharingStats,
     /// The backend it runs in.
     pub isolation: super::backends::Isolation,
-    /// Set when it was restored from a snapshot rather than started.
-    pub restore: Option<Restore>,
-    /// Its first activation is being recorded for the snapshot's loading set (FaaSnap).
-    pub recording: AtomicBool,
     /// The instance cgroup's OOM-kill count when a failed activation last looked (or at start):
     /// a failure with more kills than this was an OOM kill. Read only when an activation
     /// fails, to keep a file read off the warm path; so a kill during an activation that still
     /// succeeded (a child process of the action, say) is counted for the next one that fails.
     pub oom_kills_seen: AtomicU64,
+    /// The components' own state on this instance (see component.rs).
+    pub ext: Extensions,
 }
 
-/// How an instance came from its action's snapshot.
-#[derive(Debug, Clone)]
-pub struct Restore {
-    pub mode: RestoreMode,
-    /// The snapshot's image directory (where the loading set is written after recording).
-    pub image_dir: PathBuf,
-    /// The action version the snapshot is of.
-    pub version: String,
-    pub ms: u64,
+/// How an instance came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Started,
+    /// From a prewarmed runtime (a stem cell): only /init was paid.
+    Prewarmed,
+    /// From its action's snapshot, in `ms`.
+    Restored {
+        mode: RestoreMode,
+        ms: u64,
+    },
+}
+
+impl Origin {
+    pub fn restored_mode(&self) -> Option<RestoreMode> {
+        match self {
+            Origin::Restored { mode, .. } => Some(*mode),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -91,6 +98,11 @@ impl Instance {
         self.measured.lock().unwrap().local
     }
 
+    /// The state component `T` attached to this instance, if it did.
+    pub fn ext<T: std::any::Any + Send + Sync>(&self) -> Option<&T> {
+        self.ext.get::<T>()
+    }
+
     /// Thaw if frozen; returns how long the thaw took when one was needed.
     pub async fn ensure_thawed(&self) -> std::io::Result<Option<std::time::Duration>> {
         let mut frozen = self.frozen.lock().await;
@@ -106,7 +118,7 @@ impl Instance {
 
 /// The pool's books on one instance (kept in [`super::slots::Slots`]).
 #[derive(Clone)]
-pub(super) struct Slot {
+pub(crate) struct Slot {
     pub instance: Arc<Instance>,
     pub state: InstanceState,
     pub in_flight: u32,
@@ -121,4 +133,6 @@ pub(super) struct Slot {
     pub reclaiming: bool,
     /// Reclaimed since its last activation: nothing new to reclaim.
     pub reclaimed_since_last_run: bool,
+    /// Its own keep-alive from `idle_since` (a component's window), instead of the TTL.
+    pub keep_alive_ms: Option<Millis>,
 }

@@ -29,15 +29,18 @@ impl Pool {
                 // Their measured memory is now what they are charged: re-check the budget.
                 continue;
             }
-            let reclaim_wake = self.plan_reclaims(now);
-            self.offload_round(now);
+            let components_wake = self
+                .components
+                .iter()
+                .filter_map(|c| c.tick(&self, now))
+                .min();
             if Instant::now() >= next_sample {
                 self.sample(round).await;
                 round += 1;
                 next_sample = Instant::now() + interval;
             }
             let mut sleep_for = next_sample.saturating_duration_since(Instant::now());
-            if let Some(d) = deadline.into_iter().chain(reclaim_wake).min() {
+            if let Some(d) = deadline.into_iter().chain(components_wake).min() {
                 sleep_for =
                     sleep_for.min(Duration::from_millis(d.saturating_sub(self.clock.now_ms())));
             }

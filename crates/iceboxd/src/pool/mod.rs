@@ -1,43 +1,52 @@
 //! The instance pool: routes invocations to warm instances or cold-starts new ones within the
 //! node's limits, keeps idle instances alive (freezing them after the pause grace) and evicts
 //! them as the keep-alive policy decides. Decisions come from icebox-policy; this module only
-//! keeps the books and acts through the sandbox backend.
+//! keeps the books and acts through the sandbox backend. The memory techniques are components
+//! (component.rs, registered in techniques.rs) that the pool calls at each lifecycle hook;
+//! docs/architecture.md ("Inside the pool") has the hook order.
 //!
 //! The books are split by what they guard, each with its own private lock:
-//! [`slots::Slots`] (instances and their states), [`prewarm::StemCells`] (prewarmed
-//! runtimes), [`desiccant::ReclaimBooks`] (reclaim profiles and threshold) and
-//! [`admission::Queue`] (lock-free). Lock order: each of these locks is taken only inside its
-//! own type's methods, which never call into another part of the pool, so no two pool locks
-//! are ever held together. Under them only leaf locks are taken (`Instance::measured`, to
-//! read a charge). `Instance::frozen` (async) is taken before a pool lock (freeze, reclaim,
-//! control requests) and never while one is held.
+//! [`slots::Slots`] (instances and their states), [`admission::Queue`] (lock-free) and each
+//! component's own. Lock order: each of these locks is taken only inside its own type's
+//! methods, which never call into another part of the pool, so no two pool locks are ever
+//! held together, and hooks are called with none held. Under them only leaf locks are taken
+//! (`Instance::measured`, to read a charge). `Instance::frozen` (async) is taken before a pool
+//! lock (freeze, reclaim, control requests) and never while one is held.
 
 mod admission;
 pub mod backends;
 mod cold;
+pub mod component;
 mod control;
-mod desiccant;
+pub mod desiccant;
 mod env;
 mod error;
+pub mod extensions;
 mod host_budget;
+mod hybrid;
 mod instance;
 mod manager;
-mod offload;
+pub mod offload;
 mod prewarm;
-mod reclaim;
 pub mod sharing;
 mod slots;
 pub mod snapshots;
+mod techniques;
 mod view;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_burst;
+#[cfg(test)]
 mod tests_freeze;
+#[cfg(test)]
+mod tests_hybrid;
 #[cfg(test)]
 mod tests_snapshots;
 
 pub use admission::Ticket;
+pub use component::{Component, Components};
 pub use control::ControlError;
 pub use error::{AcquireError, AdmitError, InitError, StartError};
 pub use instance::Instance;
@@ -47,11 +56,10 @@ pub(crate) use offload::PoolState;
 use crate::events::EventBus;
 use crate::metrics::{Metrics, ReasonLabel};
 use admission::Queue;
-use desiccant::ReclaimBooks;
+use icebox_core::ActionSpec;
 use icebox_core::{ChargeMode, EventKind};
 use icebox_policy::{Clock, EvictionReason, KeepAlivePolicy};
 use instance::Slot;
-use prewarm::StemCells;
 use slots::Slots;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -76,6 +84,8 @@ pub struct PoolConfig {
     /// The offload pool, opened (its device exists from here on).
     pub offload_pool: Arc<PoolState>,
     pub snapshots: snapshots::SnapshotConfig,
+    /// The hybrid histogram keep-alive (`--keep-alive-policy hybrid`); None: the fixed TTL.
+    pub hybrid: Option<icebox_policy::HybridConfig>,
     /// The node's budget of buffered activation output (logs and responses).
     pub output_budget: Arc<icebox_sandbox::OutputBudget>,
 }
@@ -89,6 +99,9 @@ pub struct Lease {
     pub cold: bool,
     /// /init duration on a cold start.
     pub init_ms: Option<u64>,
+    /// It serves an invocation (a pre-warm's lease does not): the components see its start
+    /// and end.
+    activation: bool,
     given_back: bool,
 }
 
@@ -141,10 +154,8 @@ pub struct Pool {
     cfg: PoolConfig,
     slots: Slots,
     queue: Queue,
-    stem_cells: StemCells,
-    reclaim_books: ReclaimBooks,
-    offload: offload::Offload,
-    snapshots: snapshots::SnapshotBooks,
+    /// The techniques, in hook order (techniques.rs).
+    components: Components,
     /// Wakes the manager loop (an instance went idle, the pool changed).
     manager_wake: Notify,
     events: Arc<EventBus>,
@@ -152,40 +163,72 @@ pub struct Pool {
 }
 
 impl Lease {
-    fn new(pool: &Arc<Pool>, instance: Arc<Instance>, cold: bool, init_ms: Option<u64>) -> Lease {
+    fn new(
+        pool: &Arc<Pool>,
+        instance: Arc<Instance>,
+        cold: bool,
+        init_ms: Option<u64>,
+        activation: bool,
+    ) -> Lease {
+        if activation {
+            for c in pool.components.iter() {
+                c.on_activation_start(pool, &instance.action);
+            }
+        }
         Lease {
             pool: pool.clone(),
             instance,
             cold,
             init_ms,
+            activation,
             given_back: false,
+        }
+    }
+
+    /// The activation is over (whatever became of the instance).
+    fn end(&mut self) {
+        self.given_back = true;
+        if self.activation {
+            for c in self.pool.components.iter() {
+                c.on_activation_end(&self.pool, &self.instance.action);
+            }
         }
     }
 
     /// Give the instance back after its activation.
     pub async fn release(mut self, health: Health) {
-        self.given_back = true;
+        self.end();
         let pool = self.pool.clone();
         match pool.put_back(&self.instance, health, true) {
             Some(reason) => pool.evict(&self.instance.id, reason).await,
             None => {
-                pool.offload_after_request(&self.instance);
-                pool.refresh_sharing_stats(&self.instance);
-                pool.finish_recording(&self.instance);
+                for c in pool.components.iter() {
+                    c.on_release(&pool, &self.instance);
+                }
             }
         }
     }
 
     /// Give the instance back unused and evict it (it could not be made ready).
     async fn discard(mut self, reason: EvictReason) {
-        self.given_back = true;
+        self.end();
         self.pool.evict(&self.instance.id, reason).await;
+    }
+
+    /// A pre-warmed instance, never run, joins the keep-alive pool as idle.
+    async fn park(mut self) {
+        self.end();
+        let pool = self.pool.clone();
+        if let Some(reason) = pool.put_back(&self.instance, Health::Reusable, false) {
+            pool.evict(&self.instance.id, reason).await;
+        }
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         if !self.given_back {
+            self.end();
             tracing::warn!(instance = %self.instance.id, "an activation ended without giving its instance back: evicting it");
             self.pool
                 .evict_in_background(&self.instance.id, EvictReason::Error);
@@ -204,6 +247,8 @@ impl Pool {
         metrics: Arc<Metrics>,
     ) -> Arc<Pool> {
         metrics.pool_budget.set(policy.config().budget_bytes as i64);
+        let components = techniques::register(&cfg, &backends);
+        tracing::debug!(components = ?components.names(), "pool components");
         Arc::new(Pool {
             backends,
             runtimes,
@@ -211,10 +256,7 @@ impl Pool {
             clock,
             slots: Slots::new(cfg.charge),
             queue: Queue::new(cfg.queue_size),
-            stem_cells: StemCells::default(),
-            reclaim_books: ReclaimBooks::new(&cfg.desiccant),
-            offload: offload::Offload::new(cfg.offload.clone(), cfg.offload_pool.clone()),
-            snapshots: snapshots::SnapshotBooks::new(cfg.snapshots.clone()),
+            components,
             cfg,
             manager_wake: Notify::new(),
             events,
@@ -230,10 +272,37 @@ impl Pool {
         &self.runtimes
     }
 
+    /// The registered component of type `T` (a technique's own API: reclaim now, build a
+    /// snapshot…); None when the node runs without it.
+    pub fn component<T: Component>(&self) -> Option<&T> {
+        self.components.get::<T>()
+    }
+
+    /// The node started with these actions: the components take over (stem cells, the
+    /// snapshots an earlier run left).
+    pub async fn start_components(self: &Arc<Self>, actions: &[Arc<ActionSpec>]) {
+        for c in self.components.iter() {
+            c.on_node_start(self, actions).await;
+        }
+    }
+
+    /// An action was created or updated (after [`Self::retire_action`] of its old version).
+    pub fn action_deployed(self: &Arc<Self>, action: &Arc<ActionSpec>) {
+        for c in self.components.iter() {
+            c.on_action_deployed(self, action);
+        }
+    }
+
     /// The books of giving an instance back; Some: it must be evicted now.
     fn put_back(&self, instance: &Instance, health: Health, ran: bool) -> Option<EvictReason> {
         let id = &instance.id;
-        let evict = self.slots.put_back(id, health, ran, self.clock.now_ms());
+        let keep_alive = self
+            .components
+            .iter()
+            .find_map(|c| c.keep_alive_ms(self, instance));
+        let evict = self
+            .slots
+            .put_back(id, health, ran, self.clock.now_ms(), keep_alive);
         if ran {
             self.events
                 .emit(id, &instance.fqn, EventKind::RunEnd, None, None);
@@ -297,16 +366,17 @@ impl Pool {
     /// Destroy the sandbox of an instance already out of the books.
     async fn destroy(&self, slot: Slot, reason: EvictReason) {
         let instance = slot.instance;
-        let budget_eviction = reason == EvictReason::Policy(EvictionReason::MemoryBudget);
-        self.reclaim_books
-            .forget(&instance.id, budget_eviction.then(|| self.clock.now_ms()));
+        for c in self.components.iter() {
+            c.on_evict(self, &instance, reason);
+        }
         // Its place is free from now on.
         self.queue.wake_all();
         self.manager_wake.notify_one();
         let memory = instance.measured_memory();
-        self.abandon_recording(&instance);
         instance.sandbox.destroy().await;
-        self.check_restored_memory(&instance);
+        for c in self.components.iter() {
+            c.on_destroyed(self, &instance);
+        }
         self.metrics
             .evictions
             .get_or_create(&ReasonLabel {
@@ -353,7 +423,9 @@ impl Pool {
 
     /// The action changed or was deleted: idle instances go now, busy ones when they finish.
     pub async fn retire_action(&self, fqn: &str) {
-        self.snapshots.forget(fqn);
+        for c in self.components.iter() {
+            c.on_action_retired(self, fqn);
+        }
         for id in self.slots.retire(fqn) {
             self.evict(&id, EvictReason::Stale).await;
         }
@@ -364,7 +436,9 @@ impl Pool {
     pub async fn shutdown(&self) {
         let ids = self.slots.shut_down();
         self.queue.wake_all();
-        self.drain_stem_cells().await;
+        for c in self.components.iter() {
+            c.on_shutdown(self).await;
+        }
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let changed = self.queue.notified();
@@ -382,6 +456,6 @@ impl Pool {
         futures::future::join_all(ids.iter().map(|id| self.evict(id, EvictReason::Shutdown))).await;
         futures::future::join_all(self.backends.all().into_iter().map(|b| b.shutdown())).await;
         // After the instances: swapoff then has (almost) nothing to bring back.
-        self.offload.pool.close();
+        self.cfg.offload_pool.close();
     }
 }

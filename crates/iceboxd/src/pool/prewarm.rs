@@ -5,11 +5,15 @@
 //! it and only pays /init; a replacement starts in the background. Stem cells are not charged
 //! against the keep-alive budget or max_instances: their number is the configured count.
 
+use super::backends::Isolation;
+use super::component::{Component, Provided};
 use super::env::wants_network;
+use super::extensions::Extensions;
+use super::instance::Origin;
 use super::Pool;
+use async_trait::async_trait;
 use icebox_core::api::InstanceView;
 use icebox_core::{ActionSpec, EventKind, InstanceState, MemoryStats};
-use icebox_policy::ReclaimMode;
 use icebox_sandbox::{InstanceSpec, Sandbox};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,9 +31,16 @@ struct StemCell {
     measured_at_ms: u64,
 }
 
+/// The prewarm component: the configured stem cells per kind, and those there are.
+pub struct Prewarm {
+    /// Kind → how many stem cells to keep ready.
+    kinds: Vec<(String, usize)>,
+    cells: StemCells,
+}
+
 /// The stem cells, under their own lock (never held with another pool lock, see mod.rs).
 #[derive(Default)]
-pub(super) struct StemCells {
+struct StemCells {
     state: Mutex<Cells>,
 }
 
@@ -87,7 +98,7 @@ impl StemCells {
         c.ready.drain().flat_map(|(_, v)| v).collect()
     }
 
-    pub fn views(&self, mode: ReclaimMode, backend_name: &str) -> Vec<InstanceView> {
+    fn views(&self, reclaim_mode: &str, backend_name: &str) -> Vec<InstanceView> {
         let c = self.state.lock().unwrap();
         c.ready
             .values()
@@ -107,7 +118,7 @@ impl StemCells {
                 charged: 0,
                 measured_at_ms: c.measured_at_ms,
                 reclaimable: None,
-                reclaim_mode: mode.as_str().to_string(),
+                reclaim_mode: reclaim_mode.to_string(),
                 // Stem cells are never offloaded: they must start fast.
                 offload: icebox_core::OffloadView {
                     mode: "none".into(),
@@ -124,97 +135,49 @@ impl StemCells {
     }
 }
 
-impl Pool {
+impl Prewarm {
+    pub fn new(kinds: Vec<(String, usize)>) -> Prewarm {
+        Prewarm {
+            kinds,
+            cells: StemCells::default(),
+        }
+    }
+
     /// Start stem cells until every configured kind has its count (in the background).
-    pub fn refill_prewarm(self: &Arc<Self>) {
-        for (kind, target) in &self.cfg.prewarm {
-            for _ in 0..self.stem_cells.reserve_missing(kind, *target) {
-                let pool = self.clone();
+    fn refill(&self, pool: &Arc<Pool>) {
+        for (kind, target) in &self.kinds {
+            for _ in 0..self.cells.reserve_missing(kind, *target) {
+                let pool = pool.clone();
                 let kind = kind.clone();
-                tokio::spawn(async move { pool.start_stem_cell(kind).await });
+                tokio::spawn(async move {
+                    let Some(me) = pool.component::<Prewarm>() else {
+                        return;
+                    };
+                    let cell = create_stem_cell(&pool, &kind).await;
+                    if let Some(unwanted) = me.cells.arrived(&kind, cell) {
+                        unwanted.sandbox.destroy().await;
+                    }
+                });
             }
         }
-    }
-
-    async fn start_stem_cell(self: Arc<Self>, kind: String) {
-        let cell = self.create_stem_cell(&kind).await;
-        if let Some(unwanted) = self.stem_cells.arrived(&kind, cell) {
-            unwanted.sandbox.destroy().await;
-        }
-    }
-
-    async fn create_stem_cell(&self, kind: &str) -> Option<StemCell> {
-        let runtime = self.runtimes.resolve(kind)?.clone();
-        let id = format!("{}-{:08x}", runtime.language(), rand::random::<u32>());
-        let label = format!("(prewarm {kind})");
-        let spec = InstanceSpec {
-            id: id.clone(),
-            action: label.clone(),
-            runtime,
-            memory_limit_bytes: STEM_CELL_LIMIT,
-            pids_max: self.cfg.pids_max,
-            tmp_bytes: self.cfg.tmp_bytes,
-            concurrency: 1,
-            network: false,
-            env: self.instance_env(self.cfg.reclaim_mode),
-        };
-        let created = Instant::now();
-        self.events
-            .emit(&id, &label, EventKind::Created, None, None);
-        let sandbox = match self.backends.process().start(spec).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(kind, "cannot prewarm a runtime: {e}");
-                self.events.emit(
-                    &id,
-                    &label,
-                    EventKind::Evicted,
-                    None,
-                    Some(format!("start failed: {e}")),
-                );
-                return None;
-            }
-        };
-        let pids = sandbox.pids();
-        let memory = sandbox.memory();
-        self.events
-            .emit(&id, &label, EventKind::RuntimeReady, Some(memory), None);
-        if let Err(e) = sandbox.freeze() {
-            tracing::warn!(kind, "cannot freeze a prewarmed runtime: {e}");
-            sandbox.destroy().await;
-            return None;
-        }
-        self.events
-            .emit(&id, &label, EventKind::Frozen, Some(memory), None);
-        Some(StemCell {
-            sandbox,
-            kind: kind.to_string(),
-            created,
-            memory,
-            pids,
-            measured_at_ms: crate::now_ms(),
-        })
     }
 
     /// A ready stem cell for this action, thawed; it already runs under the action's memory
     /// limit, as stem cells only serve actions of their own limit.
-    pub(super) async fn take_stem_cell(
-        self: &Arc<Self>,
-        action: &ActionSpec,
-    ) -> Option<Arc<dyn Sandbox>> {
-        // Stem cells start with the node's reclaim mode (eager GC is a start-up setting).
-        let eager = |m| m == ReclaimMode::Eager;
-        // The memory limit must match too: runtimes size their heaps from it at start-up
+    async fn take(&self, pool: &Arc<Pool>, action: &ActionSpec) -> Option<Arc<dyn Sandbox>> {
+        let kind = &action.exec.kind;
+        // The memory limit must match: runtimes size their heaps from it at start-up
         // ({heap_mb}, the JVM's MaxRAMPercentage), so another limit would mean a wrong heap.
+        // So must every start-up setting the components give the runtime (eager GC, say).
         let fits = super::sharing::sharing_of(action) == icebox_policy::SharingMode::Process
             && action.limits.memory_bytes() == STEM_CELL_LIMIT
             && !wants_network(action)
-            && eager(self.mode_of(action)) == eager(self.cfg.reclaim_mode);
+            && pool.instance_env(kind, Some(action)) == pool.instance_env(kind, None);
         if !fits {
             return None;
         }
-        let cell = self.stem_cells.take(&action.exec.kind)?;
-        self.refill_prewarm();
+        let cell = self.cells.take(kind)?;
+        self.refill(pool);
         match cell.sandbox.thaw() {
             Ok(()) => Some(cell.sandbox),
             Err(e) => {
@@ -225,17 +188,118 @@ impl Pool {
             }
         }
     }
+}
 
-    /// Destroy every stem cell (shutdown).
-    pub(super) async fn drain_stem_cells(&self) {
-        let mut cells = self.stem_cells.close();
+async fn create_stem_cell(pool: &Pool, kind: &str) -> Option<StemCell> {
+    let runtime = pool.runtimes.resolve(kind)?.clone();
+    let id = format!("{}-{:08x}", runtime.language(), rand::random::<u32>());
+    let label = format!("(prewarm {kind})");
+    let spec = InstanceSpec {
+        id: id.clone(),
+        action: label.clone(),
+        runtime,
+        memory_limit_bytes: STEM_CELL_LIMIT,
+        pids_max: pool.cfg.pids_max,
+        tmp_bytes: pool.cfg.tmp_bytes,
+        concurrency: 1,
+        network: false,
+        env: pool.instance_env(kind, None),
+    };
+    let created = Instant::now();
+    pool.events
+        .emit(&id, &label, EventKind::Created, None, None);
+    let sandbox = match pool.backends.process().start(spec).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(kind, "cannot prewarm a runtime: {e}");
+            pool.events.emit(
+                &id,
+                &label,
+                EventKind::Evicted,
+                None,
+                Some(format!("start failed: {e}")),
+            );
+            return None;
+        }
+    };
+    let pids = sandbox.pids();
+    let memory = sandbox.memory();
+    pool.events
+        .emit(&id, &label, EventKind::RuntimeReady, Some(memory), None);
+    if let Err(e) = sandbox.freeze() {
+        tracing::warn!(kind, "cannot freeze a prewarmed runtime: {e}");
+        sandbox.destroy().await;
+        return None;
+    }
+    pool.events
+        .emit(&id, &label, EventKind::Frozen, Some(memory), None);
+    Some(StemCell {
+        sandbox,
+        kind: kind.to_string(),
+        created,
+        memory,
+        pids,
+        measured_at_ms: crate::now_ms(),
+    })
+}
+
+#[async_trait]
+impl Component for Prewarm {
+    fn name(&self) -> &'static str {
+        "prewarm"
+    }
+
+    async fn on_node_start(&self, pool: &Arc<Pool>, _actions: &[Arc<ActionSpec>]) {
+        self.refill(pool);
+    }
+
+    /// Stem cells are processes: only the process backend takes them.
+    async fn provide(
+        &self,
+        pool: &Arc<Pool>,
+        action: &Arc<ActionSpec>,
+        isolation: Isolation,
+        _spec: &InstanceSpec,
+    ) -> Option<Provided> {
+        if isolation != Isolation::Process {
+            return None;
+        }
+        let sandbox = self.take(pool, action).await?;
+        Some(Provided {
+            sandbox,
+            origin: Origin::Prewarmed,
+            ext: Extensions::default(),
+        })
+    }
+
+    fn extra_views(&self, pool: &Pool) -> Vec<InstanceView> {
+        let reclaim_mode = pool
+            .component::<super::desiccant::Desiccant>()
+            .map_or("vanilla", |d| d.node_mode().as_str());
+        self.cells
+            .views(reclaim_mode, pool.backends.process().name())
+    }
+
+    /// Destroy every stem cell.
+    async fn on_shutdown(&self, _pool: &Pool) {
+        let mut cells = self.cells.close();
         // Stem cells still starting destroy themselves once they see the pool closed; wait
         // for them so none outlives the daemon.
         let deadline = Instant::now() + std::time::Duration::from_secs(60);
-        while self.stem_cells.starting() > 0 && Instant::now() < deadline {
+        while self.cells.starting() > 0 && Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        cells.extend(self.stem_cells.close());
+        cells.extend(self.cells.close());
         futures::future::join_all(cells.iter().map(|c| c.sandbox.destroy())).await;
+    }
+}
+
+#[cfg(test)]
+impl Pool {
+    /// What the node's start does for stem cells, callable from a test's plain thread.
+    pub(super) fn refill_prewarm(self: &Arc<Self>) {
+        self.component::<Prewarm>()
+            .expect("the test configured stem cells")
+            .refill(self);
     }
 }

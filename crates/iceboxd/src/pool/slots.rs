@@ -23,15 +23,57 @@ struct Table {
     starting: usize,
     /// The same, per action (`namespace/name`), for backends with a per-action limit.
     starting_of: HashMap<String, usize>,
+    /// Per action version whose instances take several activations: the room on its instances
+    /// being started, and the activations waiting to take it.
+    joinable: HashMap<String, Joinable>,
     shutting_down: bool,
 }
 
+#[derive(Default)]
+struct Joinable {
+    /// Instances of it being started.
+    starting: u32,
+    /// Activations each of them takes beyond the one that started it.
+    room_each: u32,
+    /// Activations waiting for one of them (`Claim::Join`).
+    joiners: u32,
+}
+
+impl Joinable {
+    fn free(&self) -> u32 {
+        (self.starting * self.room_each).saturating_sub(self.joiners)
+    }
+}
+
+/// The `joinable` key: instances serve one action version.
+fn version_key(fqn: &str, version: &str) -> String {
+    format!("{fqn}@{version}")
+}
+
 impl Table {
-    fn started(&mut self, fqn: &str) {
+    fn started(&mut self, fqn: &str, version: &str) {
         if let Some(n) = self.starting_of.get_mut(fqn) {
             *n -= 1;
             if *n == 0 {
                 self.starting_of.remove(fqn);
+            }
+        }
+        let key = version_key(fqn, version);
+        if let Some(j) = self.joinable.get_mut(&key) {
+            j.starting = j.starting.saturating_sub(1);
+            if j.starting == 0 && j.joiners == 0 {
+                self.joinable.remove(&key);
+            }
+        }
+    }
+
+    /// A waiting activation looks again: it gives up the room it held (and takes it again if
+    /// the instance is still starting).
+    fn stop_waiting(&mut self, key: &str) {
+        if let Some(j) = self.joinable.get_mut(key) {
+            j.joiners = j.joiners.saturating_sub(1);
+            if j.starting == 0 && j.joiners == 0 {
+                self.joinable.remove(key);
             }
         }
     }
@@ -44,6 +86,9 @@ pub(super) enum Claim {
     Warm(Arc<Instance>, Option<Millis>),
     /// A place under max_instances is reserved (`starting`); evict these first.
     Cold { evict: Vec<String> },
+    /// An instance of the action being started has room for this invocation too: wait for it
+    /// (then claim again, with `joining`).
+    Join,
     /// No capacity now.
     Wait,
 }
@@ -90,23 +135,32 @@ impl Slots {
                 idle_since: s.idle_since,
                 charged: self.charge_of(s),
                 frozen: s.state == InstanceState::Frozen,
+                keep_alive_ms: s.keep_alive_ms,
             })
             .collect()
     }
 
-    /// A running instance with room, a warm one, a place for a new one, or nothing.
-    /// `per_action`: how many instances of the action its backend can host at once.
+    /// A running instance with room, a warm one, room on one being started, a place for a new
+    /// one, or nothing. `per_action`: how many instances of the action its backend can host at
+    /// once; `joining`: the invocation was told to wait for an instance being started
+    /// ([`Claim::Join`]) and looks again.
     pub fn claim(
         &self,
         action: &ActionSpec,
         policy: &KeepAlivePolicy,
         per_action: Option<usize>,
+        joining: bool,
     ) -> Result<Claim, ShuttingDown> {
         let mut t = self.table.lock().unwrap();
+        let fqn = action.fqn();
+        let key = version_key(&fqn, &action.version);
+        if joining {
+            t.stop_waiting(&key);
+        }
         if t.shutting_down {
             return Err(ShuttingDown);
         }
-        let fqn = action.fqn();
+        let capacity = super::sharing::capacity_of(action);
         // A dead runtime is never handed out (its exit watcher is about to evict it).
         let current = |s: &Slot| {
             s.instance.fqn == fqn
@@ -124,8 +178,7 @@ impl Slots {
                 in_flight: s.in_flight,
             })
             .collect();
-        let busy_with_room =
-            join_busy(&busy, super::sharing::capacity_of(action)).map(str::to_string);
+        let busy_with_room = join_busy(&busy, capacity).map(str::to_string);
         let chosen = busy_with_room.or_else(|| {
             let candidates: Vec<PoolEntry> = self
                 .entries(&t)
@@ -150,6 +203,14 @@ impl Slots {
             slot.frozen_since = None;
             slot.reclaimed_since_last_run = false;
             return Ok(Claim::Warm(slot.instance.clone(), idle_since));
+        }
+        // A burst that arrives while its first instance starts is absorbed by it (and the
+        // next ones started), not by one new instance per activation.
+        if let Some(j) = t.joinable.get_mut(&key) {
+            if j.free() > 0 {
+                j.joiners += 1;
+                return Ok(Claim::Join);
+            }
         }
         if let Some(limit) = per_action {
             // Instances of the action that still hold their place in the backend (an old
@@ -178,6 +239,11 @@ impl Slots {
                 }
                 t.starting += 1;
                 *t.starting_of.entry(fqn).or_default() += 1;
+                if capacity > 1 {
+                    let j = t.joinable.entry(key).or_default();
+                    j.starting += 1;
+                    j.room_each = capacity - 1;
+                }
                 Ok(Claim::Cold { evict })
             }
         }
@@ -191,16 +257,34 @@ impl Slots {
             return Err(slot);
         }
         t.starting -= 1;
-        t.started(&slot.instance.fqn);
+        t.started(&slot.instance.fqn, &slot.instance.action.version);
         t.slots.insert(slot.instance.id.clone(), slot);
         Ok(())
     }
 
     /// A reserved place is given up (the start failed, or its ticket was dropped).
-    pub fn abandon_start(&self, fqn: &str) {
+    pub fn abandon_start(&self, fqn: &str, version: &str) {
         let mut t = self.table.lock().unwrap();
         t.starting -= 1;
-        t.started(fqn);
+        t.started(fqn, version);
+    }
+
+    /// Whether an instance of this action version is in the books or being started.
+    pub fn has_live_instance(&self, action: &ActionSpec) -> bool {
+        let t = self.table.lock().unwrap();
+        let fqn = action.fqn();
+        t.starting_of.get(&fqn).is_some_and(|n| *n > 0)
+            || t.slots.values().any(|s| {
+                s.instance.fqn == fqn && s.instance.action.version == action.version && !s.stale
+            })
+    }
+
+    /// An invocation waiting for an instance being started gave up (its ticket was dropped).
+    pub fn stop_joining(&self, action: &ActionSpec) {
+        self.table
+            .lock()
+            .unwrap()
+            .stop_waiting(&version_key(&action.fqn(), &action.version));
     }
 
     pub fn starting(&self) -> usize {
@@ -208,12 +292,14 @@ impl Slots {
     }
 
     /// An activation ended (`ran`) or a claim went unused; Some: evict the instance now.
+    /// `keep_alive_ms`: its own keep-alive if it goes idle now (else the TTL).
     pub fn put_back(
         &self,
         id: &str,
         health: Health,
         ran: bool,
         now: Millis,
+        keep_alive_ms: Option<Millis>,
     ) -> Option<EvictReason> {
         let mut t = self.table.lock().unwrap();
         let slot = t.slots.get_mut(id)?;
@@ -228,6 +314,7 @@ impl Slots {
                 if slot.in_flight == 0 && slot.state == InstanceState::Running {
                     slot.state = InstanceState::Idle;
                     slot.idle_since = now;
+                    slot.keep_alive_ms = keep_alive_ms;
                 }
                 None
             }

@@ -209,6 +209,7 @@ pub(super) struct Setup {
     pub(super) snapshots: bool,
     pub(super) host_limit: Option<u64>,
     pub(super) per_action: Option<usize>,
+    pub(super) hybrid: Option<icebox_policy::HybridConfig>,
 }
 
 impl Default for Setup {
@@ -221,6 +222,7 @@ impl Default for Setup {
             init_gate: None,
             snapshots: false,
             host_limit: None,
+            hybrid: None,
             per_action: None,
         }
     }
@@ -288,6 +290,7 @@ impl Harness {
                     restore: icebox_core::RestoreMode::Faasnap,
                     state_dir: backend.dir.path().to_path_buf(),
                 },
+                hybrid: setup.hybrid,
                 output_budget: icebox_sandbox::OutputBudget::new(64 * MIB),
             },
             Arc::new(EventBus::new()),

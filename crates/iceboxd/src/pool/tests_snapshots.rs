@@ -3,6 +3,7 @@
 //! the next ones prefetched, a corrupt snapshot falling back to a normal start. The real
 //! thing (CRIU, the pager) is tested in icebox-sandbox and tests/integration.
 
+use super::snapshots::ActionSnapshots;
 use super::tests::{action, eventually, FakeBackend, Harness, Setup};
 use super::*;
 use async_trait::async_trait;
@@ -78,8 +79,12 @@ fn with_snapshots() -> Harness {
     })
 }
 
+fn snapshot_views(h: &Harness) -> Vec<icebox_core::api::SnapshotView> {
+    h.pool.component::<ActionSnapshots>().unwrap().views()
+}
+
 fn ready(h: &Harness) -> bool {
-    h.pool.snapshot_views().iter().any(|v| v.state == "ready")
+    snapshot_views(h).iter().any(|v| v.state == "ready")
 }
 
 fn restores(h: &Harness) -> Vec<RestoreMode> {
@@ -104,7 +109,7 @@ async fn a_snapshot_is_built_after_the_first_cold_start_then_restored_recorded_a
     let a = snapshotted("a");
     let first = h.lease(&a).await;
     assert!(
-        first.instance.restore.is_none(),
+        first.instance.origin.restored_mode().is_none(),
         "no snapshot yet: a normal start"
     );
     first.release(Health::Reusable).await;
@@ -114,21 +119,21 @@ async fn a_snapshot_is_built_after_the_first_cold_start_then_restored_recorded_a
     assert_eq!(h.backend.counters.inits.load(Ordering::SeqCst), 2);
 
     let recorded = cold_start(&h, &a).await;
-    let restore = recorded.instance.restore.clone().expect("restored");
-    assert_eq!(restore.mode, RestoreMode::Record);
+    let restored = recorded.instance.origin.restored_mode().expect("restored");
+    assert_eq!(restored, RestoreMode::Record);
     recorded.release(Health::Reusable).await;
     eventually("the loading set is recorded", || {
         h.backend.counters.recorded.load(Ordering::SeqCst) == 1
     })
     .await;
     eventually("the books know it", || {
-        h.pool.snapshot_views()[0].loading_set.is_some()
+        snapshot_views(&h)[0].loading_set.is_some()
     })
     .await;
 
     let prefetched = cold_start(&h, &a).await;
     assert_eq!(
-        prefetched.instance.restore.as_ref().unwrap().mode,
+        prefetched.instance.origin.restored_mode().unwrap(),
         RestoreMode::Faasnap
     );
     prefetched.release(Health::Reusable).await;
@@ -138,7 +143,7 @@ async fn a_snapshot_is_built_after_the_first_cold_start_then_restored_recorded_a
     );
     // Restored instances never ran /init.
     assert_eq!(h.backend.counters.inits.load(Ordering::SeqCst), 2);
-    let v = &h.pool.snapshot_views()[0];
+    let v = &snapshot_views(&h)[0];
     assert_eq!((v.restores, v.fallbacks), (2, 0));
 }
 
@@ -150,18 +155,25 @@ async fn a_corrupt_snapshot_falls_back_to_a_normal_start_and_says_so() {
     eventually("the snapshot is built", || ready(&h)).await;
     let image_dir = h
         .pool
-        .snapshots
+        .component::<ActionSnapshots>()
+        .unwrap()
+        .books
         .plan(&a, super::backends::Isolation::Process)
         .unwrap()
         .image_dir;
     h.pool
-        .snapshots
+        .component::<ActionSnapshots>()
+        .unwrap()
+        .books
         .recording_abandoned(&(a.fqn(), super::backends::Isolation::Process), None);
     std::fs::remove_file(image_dir.join(SNAPSHOT_FILE)).unwrap();
 
     let mut events = h.pool.events.subscribe(0).1;
     let lease = cold_start(&h, &a).await;
-    assert!(lease.instance.restore.is_none(), "started normally");
+    assert!(
+        lease.instance.origin.restored_mode().is_none(),
+        "started normally"
+    );
     lease.release(Health::Reusable).await;
     let mut failed = None;
     while let Ok(e) = events.try_recv() {
@@ -173,7 +185,7 @@ async fn a_corrupt_snapshot_falls_back_to_a_normal_start_and_says_so() {
     // The bad snapshot is replaced by a new one at once (a first failure is not backed off).
     eventually("the snapshot is rebuilt", || ready(&h)).await;
     assert!(image_dir.join(SNAPSHOT_FILE).exists());
-    assert_eq!(h.pool.snapshot_views()[0].fallbacks, 1);
+    assert_eq!(snapshot_views(&h)[0].fallbacks, 1);
     assert_eq!(h.backend.counters.snapshots.load(Ordering::SeqCst), 2);
 }
 
@@ -183,7 +195,7 @@ async fn actions_without_the_annotation_are_never_snapshotted() {
     let a = action("plain", "0.0.1");
     h.lease(&a).await.release(Health::Reusable).await;
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    assert!(h.pool.snapshot_views().is_empty());
+    assert!(snapshot_views(&h).is_empty());
     assert_eq!(h.backend.counters.snapshots.load(Ordering::SeqCst), 0);
 }
 
@@ -194,7 +206,7 @@ async fn updating_an_action_discards_its_snapshot() {
     h.lease(&a).await.release(Health::Reusable).await;
     eventually("the snapshot is built", || ready(&h)).await;
     h.pool.retire_action(&a.fqn()).await;
-    assert!(h.pool.snapshot_views().is_empty());
+    assert!(snapshot_views(&h).is_empty());
 }
 
 #[tokio::test]
@@ -205,13 +217,13 @@ async fn a_recording_instance_that_dies_lets_the_next_restore_record() {
     eventually("the snapshot is built", || ready(&h)).await;
     let recording = cold_start(&h, &a).await;
     assert_eq!(
-        recording.instance.restore.as_ref().unwrap().mode,
+        recording.instance.origin.restored_mode().unwrap(),
         RestoreMode::Record
     );
     recording.release(Health::Broken(EvictReason::Error)).await;
     let again = cold_start(&h, &a).await;
     assert_eq!(
-        again.instance.restore.as_ref().unwrap().mode,
+        again.instance.origin.restored_mode().unwrap(),
         RestoreMode::Record
     );
     again.release(Health::Reusable).await;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 impl Pool {
     fn view_of(&self, s: &Slot, now: icebox_policy::Millis) -> InstanceView {
         let measured = s.instance.last_measured();
-        InstanceView {
+        let mut view = InstanceView {
             id: s.instance.id.clone(),
             action: s.instance.fqn.clone(),
             kind: s.instance.action.exec.kind.clone(),
@@ -30,28 +30,38 @@ impl Pool {
                 0
             },
             measured_at_ms: measured.at_ms,
-            reclaimable: self.reclaimable_of(s),
-            reclaim_mode: s.instance.mode.as_str().to_string(),
-            offload: s
-                .instance
-                .offload
-                .view(measured.local, measured.memory.swap),
+            // The components fill in their parts below.
+            reclaimable: None,
+            reclaim_mode: icebox_policy::ReclaimMode::Vanilla.as_str().to_string(),
+            offload: icebox_core::OffloadView {
+                mode: icebox_policy::OffloadMode::None.to_string(),
+                local_bytes: measured.local,
+                offloaded_bytes: measured.memory.swap,
+                ..Default::default()
+            },
             sharing_mode: s.instance.sharing.as_str().to_string(),
-            sharing: s.instance.sharing_stats.last(),
+            sharing: None,
             isolation: self
                 .backends
                 .get(s.instance.isolation)
                 .map(|b| b.name())
                 .unwrap_or(s.instance.isolation.as_str())
                 .to_string(),
-            restored: s.instance.restore.as_ref().map(|r| r.mode),
+            restored: s.instance.origin.restored_mode(),
             restore_stats: s.instance.sandbox.restore_stats(),
+        };
+        for c in self.components.iter() {
+            c.view(self, s, &mut view);
         }
+        view
     }
 
-    /// Every action's snapshot, by action.
-    pub fn snapshot_views(&self) -> Vec<icebox_core::api::SnapshotView> {
-        self.snapshots.views()
+    /// Instances the components hold outside the books (stem cells).
+    fn extra_views(&self) -> Vec<InstanceView> {
+        self.components
+            .iter()
+            .flat_map(|c| c.extra_views(self))
+            .collect()
     }
 
     /// Oldest first.
@@ -63,10 +73,7 @@ impl Pool {
             .iter()
             .map(|s| self.view_of(s, now))
             .collect();
-        views.extend(
-            self.stem_cells
-                .views(self.cfg.reclaim_mode, self.backends.process().name()),
-        );
+        views.extend(self.extra_views());
         views.sort_by(|a, b| b.age_ms.cmp(&a.age_ms).then(a.id.cmp(&b.id)));
         views
     }
@@ -121,10 +128,7 @@ impl Pool {
                 charged += self.slots.charge_of(slot);
             }
         }
-        for cell in self
-            .stem_cells
-            .views(self.cfg.reclaim_mode, self.backends.process().name())
-        {
+        for cell in self.extra_views() {
             let entry = by_state
                 .entry(cell.state.as_str().to_string())
                 .or_insert(StateMemory {
@@ -144,13 +148,13 @@ impl Pool {
             total,
             max_instances: self.policy.config().max_instances,
             local,
-            pool: self.offload.pool.view(),
+            pool: self.cfg.offload_pool.view(),
         }
     }
 
     /// Why the offload pool is unusable, if it is.
     pub fn offload_pool_error(&self) -> Option<String> {
-        self.offload.pool.error()
+        self.cfg.offload_pool.error()
     }
 
     pub fn instance_count(&self) -> usize {

@@ -4,8 +4,10 @@
 //! has waited longer than the action's p99 reuse interval.
 
 use super::background::at_low_priority;
+use super::{Offload, OffloadBook};
 use crate::metrics::offload::{BarrierLabel, StepLabel};
 use crate::metrics::ReasonLabel;
+use crate::pool::desiccant::{self, Desiccant};
 use crate::pool::{Instance, Pool};
 use icebox_core::{EventKind, InstanceState};
 use icebox_mem::{OffloadReport, Puckets};
@@ -14,7 +16,7 @@ use std::sync::Arc;
 
 /// Which barrier (FaaSMem's runtime-init and init-execution time barriers).
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Barrier {
+pub(super) enum Barrier {
     Runtime,
     Init,
 }
@@ -28,22 +30,28 @@ impl Barrier {
     }
 }
 
-impl Pool {
+/// The instance's offload books, when the offload component attached them.
+pub(super) fn book_of(instance: &Instance) -> Option<&OffloadBook> {
+    instance.ext::<OffloadBook>()
+}
+
+fn is_faasmem(instance: &Instance) -> bool {
+    book_of(instance).is_some_and(|b| b.mode == OffloadMode::Faasmem)
+}
+
+impl Offload {
     /// Records a time barrier of a faasmem instance (blocking: scans its page tables). A
     /// failure only turns offloading off for this instance.
-    pub(in crate::pool) async fn offload_barrier(
-        &self,
-        instance: &Arc<Instance>,
-        barrier: Barrier,
-    ) {
-        if instance.offload.mode != OffloadMode::Faasmem {
+    pub(super) async fn barrier(&self, pool: &Pool, instance: &Arc<Instance>, barrier: Barrier) {
+        if !is_faasmem(instance) {
             return;
         }
         let inst = instance.clone();
-        let group_pages = self.offload.cfg.group_pages;
+        let group_pages = self.cfg.group_pages;
         let took = tokio::task::spawn_blocking(move || {
             let pids = inst.sandbox.pids();
-            let mut state = inst.offload.state.lock().unwrap();
+            let book = book_of(&inst).expect("checked above");
+            let mut state = book.state.lock().unwrap();
             let result = match barrier {
                 Barrier::Runtime => {
                     let mut puckets = Puckets::new(group_pages);
@@ -69,7 +77,7 @@ impl Pool {
         .ok()
         .flatten();
         if let Some(took) = took {
-            self.metrics
+            pool.metrics
                 .offload
                 .barrier_seconds
                 .get_or_create(&BarrierLabel {
@@ -81,19 +89,23 @@ impl Pool {
 
     /// An activation of a faasmem instance ended: observe what came back, then take the steps
     /// the policy wants now. Runs in the background, one step sequence per instance at a time.
-    pub(in crate::pool) fn offload_after_request(self: &Arc<Self>, instance: &Arc<Instance>) {
-        if instance.offload.mode != OffloadMode::Faasmem {
+    pub(super) fn after_request(&self, pool: &Arc<Pool>, instance: &Arc<Instance>) {
+        if !is_faasmem(instance) {
             return;
         }
-        let pool = self.clone();
+        let pool = pool.clone();
         let instance = instance.clone();
         tokio::task::spawn_blocking(move || {
-            at_low_priority(|| pool.faasmem_after_request(&instance))
+            if let Some(me) = pool.component::<Offload>() {
+                at_low_priority(|| me.faasmem_after_request(&pool, &instance));
+            }
         });
     }
 
-    fn faasmem_after_request(&self, instance: &Instance) {
-        let book = &instance.offload;
+    fn faasmem_after_request(&self, pool: &Pool, instance: &Instance) {
+        let Some(book) = book_of(instance) else {
+            return;
+        };
         let mut state = book.state.lock().unwrap();
         let Some(puckets) = state.puckets.as_mut() else {
             return;
@@ -105,9 +117,9 @@ impl Pool {
                 return;
             }
         };
-        self.note_refaults(instance, observation.refaulted_bytes);
-        let now = self.clock.now_ms();
-        let cfg = &self.offload.cfg.faasmem;
+        self.note_refaults(pool, instance, observation.refaulted_bytes);
+        let now = pool.clock.now_ms();
+        let cfg = &self.cfg.faasmem;
         let steps =
             state
                 .policy
@@ -116,8 +128,8 @@ impl Pool {
         let mut stepped = false;
         for step in steps {
             let name = step.as_str();
-            if let Err(reason) = self.offload.pool.room_for(1) {
-                self.skip(reason);
+            if let Err(reason) = self.offload_pool.room_for(1) {
+                self.skip(pool, reason);
                 break;
             }
             let puckets = state.puckets.as_mut().expect("checked above");
@@ -129,7 +141,7 @@ impl Pool {
                 OffloadStep::RollbackCold => puckets.offload_rollback_cold(),
             };
             match result {
-                Ok(report) => self.note_step(instance, name, &report),
+                Ok(report) => self.note_step(pool, instance, name, &report),
                 Err(e) => {
                     tracing::debug!(instance = %instance.id, step = name, "offload step failed: {e}");
                     break;
@@ -141,7 +153,7 @@ impl Pool {
             // Show the segments as the steps left them (and count what came back meanwhile:
             // an observation hands its refaults over only once).
             if let Some(after) = state.puckets.as_mut().and_then(|p| p.observe().ok()) {
-                self.note_refaults(instance, after.refaulted_bytes);
+                self.note_refaults(pool, instance, after.refaulted_bytes);
                 segments = after.segments;
             }
             // What it is charged changed now, not at the next sample.
@@ -150,13 +162,15 @@ impl Pool {
         book.show(&state, segments);
     }
 
-    fn note_refaults(&self, instance: &Instance, bytes: u64) {
+    fn note_refaults(&self, pool: &Pool, instance: &Instance, bytes: u64) {
         if bytes == 0 {
             return;
         }
-        instance.offload.add_refaulted(bytes);
-        self.metrics.offload.refaulted_bytes.inc_by(bytes);
-        self.events.emit(
+        if let Some(book) = book_of(instance) {
+            book.add_refaulted(bytes);
+        }
+        pool.metrics.offload.refaulted_bytes.inc_by(bytes);
+        pool.events.emit(
             &instance.id,
             &instance.fqn,
             EventKind::Refaulted,
@@ -165,9 +179,15 @@ impl Pool {
         );
     }
 
-    pub(super) fn note_step(&self, instance: &Instance, step: &str, report: &OffloadReport) {
+    pub(super) fn note_step(
+        &self,
+        pool: &Pool,
+        instance: &Instance,
+        step: &str,
+        report: &OffloadReport,
+    ) {
         let label = StepLabel { step: step.into() };
-        self.metrics
+        pool.metrics
             .offload
             .step_seconds
             .get_or_create(&label)
@@ -175,13 +195,15 @@ impl Pool {
         if report.offloaded_bytes == 0 {
             return;
         }
-        instance.offload.add_moved(report.offloaded_bytes);
-        self.metrics
+        if let Some(book) = book_of(instance) {
+            book.add_moved(report.offloaded_bytes);
+        }
+        pool.metrics
             .offload
             .offloaded_bytes
             .get_or_create(&label)
             .inc_by(report.offloaded_bytes);
-        self.events.emit(
+        pool.events.emit(
             &instance.id,
             &instance.fqn,
             EventKind::Offloaded,
@@ -194,8 +216,8 @@ impl Pool {
         );
     }
 
-    pub(super) fn skip(&self, reason: &str) {
-        self.metrics
+    pub(super) fn skip(&self, pool: &Pool, reason: &str) {
+        pool.metrics
             .offload
             .skipped
             .get_or_create(&ReasonLabel {
@@ -206,27 +228,32 @@ impl Pool {
 
     /// Semi-warm: idle faasmem instances past their action's p99 reuse interval offload
     /// their remaining local pages at the configured rate (shared under the node's cap).
-    pub(in crate::pool) fn semiwarm_round(self: &Arc<Self>, now: Millis, elapsed: Millis) {
-        if self.offload.cfg.faasmem.semiwarm == SemiWarm::Off {
+    pub(super) fn semiwarm_round(&self, pool: &Arc<Pool>, now: Millis, elapsed: Millis) {
+        if self.cfg.faasmem.semiwarm == SemiWarm::Off {
             return;
         }
         let mut due = Vec::new();
-        for slot in self.slots.snapshot() {
-            let book = &slot.instance.offload;
-            if book.mode != OffloadMode::Faasmem || !slot.state.is_kept_alive() {
+        for slot in pool.slots.snapshot() {
+            if !is_faasmem(&slot.instance) || !slot.state.is_kept_alive() {
                 continue;
             }
             let idle = now.saturating_sub(slot.idle_since);
-            if idle < self.offload.semiwarm_after(&slot.instance.fqn) {
+            if idle < self.semiwarm_after(&slot.instance.fqn) {
                 continue;
             }
             // With Desiccant, frozen garbage goes first: offloading dead objects would only
             // fill the pool (and the collection would fault them all back in).
-            if slot.instance.mode == icebox_policy::ReclaimMode::Desiccant
+            if desiccant::mode_of_instance(&slot.instance) == icebox_policy::ReclaimMode::Desiccant
                 && !slot.reclaimed_since_last_run
             {
                 if slot.state == InstanceState::Frozen && !slot.reclaiming {
-                    self.reclaim_before_semiwarm(&slot.instance.id);
+                    if let Some(desiccant) = pool.component::<Desiccant>() {
+                        desiccant.start_reclaim(
+                            pool,
+                            &slot.instance.id,
+                            "reclaim before semi-warm",
+                        );
+                    }
                 }
                 continue;
             }
@@ -237,21 +264,21 @@ impl Pool {
         }
         let mut planned = Vec::new();
         for instance in &due {
+            let book = book_of(instance).expect("faasmem instances have books");
             // An instance still busy with its last step is left for the next tick.
-            let Ok(mut state) = instance.offload.state.try_lock() else {
+            let Ok(mut state) = book.state.try_lock() else {
                 continue;
             };
             if state.puckets.is_none() {
                 continue;
             }
             let local = instance.measured_memory().uss;
-            if !instance
-                .offload
+            if !book
                 .semiwarm
                 .swap(true, std::sync::atomic::Ordering::Relaxed)
             {
                 state.semiwarm_size = local;
-                self.events.emit(
+                pool.events.emit(
                     &instance.id,
                     &instance.fqn,
                     EventKind::Offloaded,
@@ -265,42 +292,34 @@ impl Pool {
                 size_at_start: state.semiwarm_size,
             });
         }
-        let plan = semiwarm_tick(&self.offload.cfg.faasmem, &planned, elapsed);
+        let plan = semiwarm_tick(&self.cfg.faasmem, &planned, elapsed);
         for (id, bytes) in plan {
             let Some(instance) = due.iter().find(|i| i.id == id).cloned() else {
                 continue;
             };
-            if let Err(reason) = self.offload.pool.room_for(bytes) {
-                self.skip(reason);
+            if let Err(reason) = self.offload_pool.room_for(bytes) {
+                self.skip(pool, reason);
                 continue;
             }
-            let pool = self.clone();
+            let pool = pool.clone();
             tokio::task::spawn_blocking(move || {
-                at_low_priority(|| pool.semiwarm_step(&instance, bytes))
-            });
-        }
-    }
-
-    fn reclaim_before_semiwarm(self: &Arc<Self>, id: &str) {
-        if let Some(instance) = self.begin_reclaim(id) {
-            let pool = self.clone();
-            let id = id.to_string();
-            tokio::spawn(async move {
-                if let Err(e) = pool.run_reclaim(instance, None).await {
-                    tracing::warn!(instance = %id, "reclaim before semi-warm failed: {e}");
+                if let Some(me) = pool.component::<Offload>() {
+                    at_low_priority(|| me.semiwarm_step(&pool, &instance, bytes));
                 }
             });
         }
     }
 
-    fn semiwarm_step(&self, instance: &Instance, bytes: u64) {
-        let book = &instance.offload;
+    fn semiwarm_step(&self, pool: &Pool, instance: &Instance, bytes: u64) {
+        let Some(book) = book_of(instance) else {
+            return;
+        };
         let Ok(mut state) = book.state.try_lock() else {
             return;
         };
         // The request that ends the period may have arrived since the plan.
         if !book.in_semiwarm()
-            || self.slots.get(&instance.id).map(|s| s.state) == Some(InstanceState::Running)
+            || pool.slots.get(&instance.id).map(|s| s.state) == Some(InstanceState::Running)
         {
             return;
         }
@@ -308,7 +327,7 @@ impl Pool {
             return;
         };
         match puckets.offload_any(bytes) {
-            Ok(report) => self.note_step(instance, "semiwarm", &report),
+            Ok(report) => self.note_step(pool, instance, "semiwarm", &report),
             Err(e) => tracing::debug!(instance = %instance.id, "semi-warm step failed: {e}"),
         }
         // Segments are shown as of the last request's scan: one more whole scan a second per

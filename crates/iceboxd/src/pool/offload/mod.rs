@@ -3,16 +3,18 @@
 //! the TMO baseline. The decisions come from icebox_policy::faasmem; the page bookkeeping and
 //! the pool from icebox_mem; this module keeps the per-instance books and runs the steps.
 //!
+//! The component's hooks are in `component.rs`.
+//!
 //! Locks: [`Offload`]'s own mutexes (pool, reuse histories) and each instance's
 //! [`OffloadBook`] are never taken while a pool lock is held, nor one inside the other except
 //! book → pool cache (a leaf).
 
 mod background;
+mod component;
 mod faasmem;
 mod pool_state;
 mod tmo;
 
-pub(crate) use faasmem::Barrier;
 pub(crate) use pool_state::PoolState;
 
 use icebox_core::{ActionSpec, OffloadView, SegmentView};
@@ -35,10 +37,10 @@ pub struct OffloadConfig {
     pub group_pages: u64,
 }
 
-/// Node-wide offload state, owned by the pool.
-pub(crate) struct Offload {
+/// Node-wide offload state: the offload component.
+pub struct Offload {
     pub cfg: OffloadConfig,
-    pub pool: Arc<PoolState>,
+    pub offload_pool: Arc<PoolState>,
     /// Per action: how long its instances stayed idle before their next request (semi-warm
     /// starts at the p99 of these).
     reuse: Mutex<HashMap<String, ReuseHistory>>,
@@ -49,10 +51,10 @@ pub(crate) struct Offload {
 }
 
 impl Offload {
-    pub fn new(cfg: OffloadConfig, pool: Arc<PoolState>) -> Offload {
+    pub fn new(cfg: OffloadConfig, offload_pool: Arc<PoolState>) -> Offload {
         Offload {
             cfg,
-            pool,
+            offload_pool,
             reuse: Mutex::new(HashMap::new()),
             last_tick: Mutex::new(None),
             swap_ins: AtomicU64::new(icebox_mem::pages_swapped_in().unwrap_or(0)),
@@ -62,7 +64,7 @@ impl Offload {
     /// The action's `icebox.offload` annotation, else the node's mode; `none` when the node
     /// has no pool to offload into.
     pub fn mode_of(&self, action: &ActionSpec) -> OffloadMode {
-        if !self.pool.present() {
+        if !self.offload_pool.present() {
             return OffloadMode::None;
         }
         action
@@ -107,7 +109,7 @@ impl Offload {
 /// How often semi-warm and TMO act (the paper's rates are per second).
 pub(crate) const ROUND_MS: Millis = 1000;
 
-/// One instance's offload books.
+/// One instance's offload books (its per-instance state).
 pub struct OffloadBook {
     pub mode: OffloadMode,
     /// Bytes icebox moved out of this instance, and bytes of them that came back.

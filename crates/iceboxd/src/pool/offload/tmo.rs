@@ -3,6 +3,8 @@
 //! reclaim (the cgroup's proactive reclaim), slowing down when the node shows memory
 //! pressure. No segments, no semi-warm: the kernel chooses the pages.
 
+use super::faasmem::book_of;
+use super::Offload;
 use crate::pool::Pool;
 use icebox_core::InstanceState;
 use icebox_policy::{Millis, OffloadMode, Pressure};
@@ -14,32 +16,35 @@ use std::sync::Arc;
 /// otherwise a 3 MiB instance would give up 128 KiB every 6 s, 85 times TMO's rate.
 const KERNEL_RECLAIM_BATCH: u64 = 32 * 4096;
 
-impl Pool {
-    pub(in crate::pool) fn tmo_round(self: &Arc<Self>, now: Millis) {
+impl Offload {
+    fn tmo_round(&self, pool: &Arc<Pool>, now: Millis) {
         let pressure = self.tmo_pressure();
-        for slot in self.slots.snapshot() {
+        for slot in pool.slots.snapshot() {
             let instance = slot.instance.clone();
+            let Some(book) = book_of(&instance) else {
+                continue;
+            };
             // Frozen only: on cgroup v1 the reclaim briefly lowers the memory limit, which an
             // instance allocating at that moment could hit.
-            if instance.offload.mode != OffloadMode::Tmo || slot.state != InstanceState::Frozen {
+            if book.mode != OffloadMode::Tmo || slot.state != InstanceState::Frozen {
                 continue;
             }
             let bytes = {
-                let Ok(mut state) = instance.offload.state.try_lock() else {
+                let Ok(mut state) = book.state.try_lock() else {
                     continue;
                 };
                 let size = instance.measured_memory().uss;
-                state.tmo_owed += state.tmo.tick(&self.offload.cfg.tmo, now, pressure, size);
+                state.tmo_owed += state.tmo.tick(&self.cfg.tmo, now, pressure, size);
                 if state.tmo_owed < KERNEL_RECLAIM_BATCH {
                     continue;
                 }
                 std::mem::take(&mut state.tmo_owed)
             };
-            if let Err(reason) = self.offload.pool.room_for(bytes) {
-                self.skip(reason);
+            if let Err(reason) = self.offload_pool.room_for(bytes) {
+                self.skip(pool, reason);
                 continue;
             }
-            let pool = self.clone();
+            let pool = pool.clone();
             tokio::spawn(async move {
                 // Held through the reclaim, so no request thaws the instance meanwhile.
                 let frozen = instance.frozen.lock().await;
@@ -51,8 +56,12 @@ impl Pool {
                 let result =
                     tokio::task::spawn_blocking(move || inst.sandbox.reclaim_memory(bytes)).await;
                 drop(frozen);
+                let Some(me) = pool.component::<Offload>() else {
+                    return;
+                };
                 match result {
-                    Ok(Ok(freed)) => pool.note_step(
+                    Ok(Ok(freed)) => me.note_step(
+                        &pool,
                         &instance,
                         "tmo",
                         &icebox_mem::OffloadReport {
@@ -77,23 +86,23 @@ impl Pool {
             return Pressure::Psi(psi.some.avg10);
         }
         let pages = icebox_mem::pages_swapped_in().unwrap_or(0);
-        let before = self.offload.swap_ins.swap(pages, Ordering::Relaxed);
+        let before = self.swap_ins.swap(pages, Ordering::Relaxed);
         Pressure::Refaults {
             refaulted_bytes: pages.saturating_sub(before) * icebox_mem::PAGE_SIZE,
-            offloaded_bytes: self.offload.pool.view().stored_bytes,
+            offloaded_bytes: self.offload_pool.view().stored_bytes,
         }
     }
 
     /// Semi-warm and TMO, from the manager loop: at most once a second.
-    pub(in crate::pool) fn offload_round(self: &Arc<Self>, now: Millis) {
-        if !self.offload.pool.present() {
+    pub(super) fn round(&self, pool: &Arc<Pool>, now: Millis) {
+        if !self.offload_pool.present() {
             return;
         }
-        let Some(elapsed) = self.offload.round_due(now) else {
+        let Some(elapsed) = self.round_due(now) else {
             return;
         };
-        self.offload.pool.refresh(Some(&self.metrics.offload));
-        self.semiwarm_round(now, elapsed);
-        self.tmo_round(now);
+        self.offload_pool.refresh(Some(&pool.metrics.offload));
+        self.semiwarm_round(pool, now, elapsed);
+        self.tmo_round(pool, now);
     }
 }

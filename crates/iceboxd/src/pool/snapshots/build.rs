@@ -2,34 +2,36 @@
 //! initialised (and warmed up, if asked), its connections closed, and handed to the backend,
 //! which writes the snapshot and destroys it. No activation ever waits for this.
 
-use super::super::backends::Isolation;
-use super::super::Pool;
+use super::error::{BuildError, RunFailure};
 use super::settings::{settings_of, When};
+use super::ActionSnapshots;
+use crate::pool::backends::Isolation;
+use crate::pool::Pool;
 use icebox_core::{ActionSpec, EventKind};
 use icebox_sandbox::Sandbox;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-impl Pool {
+impl ActionSnapshots {
     /// At start-up: keeps the snapshots an earlier run took of these actions (same version),
     /// deletes the rest, and builds the missing ones.
-    pub fn take_over_snapshots(self: &Arc<Self>, actions: &[Arc<ActionSpec>]) {
-        self.snapshots.load(|fqn| {
+    pub(super) fn take_over(&self, pool: &Arc<Pool>, actions: &[Arc<ActionSpec>]) {
+        self.books.load(|fqn| {
             actions
                 .iter()
                 .find(|a| a.fqn() == fqn)
                 .map(|a| a.version.clone())
         });
         for action in actions {
-            self.build_snapshot_if_missing(action);
+            self.build_if_missing(pool, action);
         }
     }
 
     /// Builds the action's snapshot now (POST /icebox/v1/snapshots/…), or says why it cannot.
     /// A failed snapshot is rebuilt at once, however many failures its backoff counts.
-    pub fn request_snapshot(self: &Arc<Self>, action: &Arc<ActionSpec>) -> Result<(), String> {
-        if !self.snapshots.enabled() {
+    pub fn request(&self, pool: &Arc<Pool>, action: &Arc<ActionSpec>) -> Result<(), String> {
+        if !self.books.enabled() {
             return Err("Snapshots are off on this node (--snapshots off).".into());
         }
         if !settings_of(&action.annotations).enabled() {
@@ -39,8 +41,8 @@ impl Pool {
                 action.fqn()
             ));
         }
-        let isolation = self.backends.isolation_of(action);
-        let backend = self.backends.get(isolation)?;
+        let isolation = pool.backends.isolation_of(action);
+        let backend = pool.backends.get(isolation)?;
         if backend.snapshots().is_none() {
             return Err(format!(
                 "The {} backend cannot take snapshots on this node (process snapshots need root, \
@@ -48,64 +50,51 @@ impl Pool {
                 backend.name()
             ));
         }
-        if self.snapshots.request_build(action, isolation) {
-            self.spawn_build(action, isolation);
+        if self.books.request_build(action, isolation) {
+            spawn_build(pool, action, isolation);
         }
         Ok(())
     }
 
     /// Discards the action's snapshots; returns how many there were.
-    pub fn discard_snapshots(&self, fqn: &str) -> usize {
-        self.snapshots.forget(fqn)
+    pub fn discard(&self, fqn: &str) -> usize {
+        self.books.forget(fqn)
     }
 
     /// Starts building a snapshot of the action in the background when it wants one and has
     /// none (nor one in the making).
-    pub fn build_snapshot_if_missing(self: &Arc<Self>, action: &Arc<ActionSpec>) {
-        let isolation = self.backends.isolation_of(action);
-        let Ok(backend) = self.backends.get(isolation) else {
+    pub(super) fn build_if_missing(&self, pool: &Arc<Pool>, action: &Arc<ActionSpec>) {
+        let isolation = pool.backends.isolation_of(action);
+        let Ok(backend) = pool.backends.get(isolation) else {
             return;
         };
-        if backend.snapshots().is_none() || !self.snapshots.start_build(action, isolation) {
+        if backend.snapshots().is_none() || !self.books.start_build(action, isolation) {
             return;
         }
-        self.spawn_build(action, isolation);
+        spawn_build(pool, action, isolation);
     }
 
-    /// Builds in the background the snapshot the books just marked as building.
-    fn spawn_build(self: &Arc<Self>, action: &Arc<ActionSpec>, isolation: Isolation) {
-        let pool = self.clone();
-        let action = action.clone();
-        tokio::spawn(async move {
-            let _permit = pool.snapshots.builds.acquire().await;
-            if let Err(reason) = pool.build_snapshot(&action, isolation).await {
-                tracing::warn!(action = %action.fqn(), "cannot snapshot the action: {reason}");
-                pool.snapshots.build_failed(&action, isolation, reason);
-                pool.metrics
-                    .snapshots
-                    .builds
-                    .get_or_create(&result("failed"))
-                    .inc();
-            }
-        });
-    }
-
-    async fn build_snapshot(
-        self: &Arc<Self>,
+    async fn build(
+        &self,
+        pool: &Pool,
         action: &Arc<ActionSpec>,
         isolation: Isolation,
-    ) -> Result<(), String> {
-        let backend = self.backends.get(isolation)?.clone();
+    ) -> Result<(), BuildError> {
+        let backend = pool
+            .backends
+            .get(isolation)
+            .map_err(BuildError::Isolation)?
+            .clone();
         let snapshots = backend
             .snapshots()
-            .ok_or("the backend cannot take snapshots")?;
+            .ok_or(BuildError::Unsupported(backend.name()))?;
         let t0 = Instant::now();
-        let id = format!("snap-{}", super::super::cold::new_instance_id(&action.name));
-        let spec = self
+        let id = format!("snap-{}", crate::pool::cold::new_instance_id(&action.name));
+        let spec = pool
             .instance_spec(action, id.clone())
-            .map_err(|e| e.to_string())?;
+            .map_err(BuildError::Spec)?;
         let fqn = action.fqn();
-        self.events.emit(
+        pool.events.emit(
             &id,
             &fqn,
             EventKind::Created,
@@ -113,19 +102,19 @@ impl Pool {
             Some("snapshot template".into()),
         );
         let sandbox = backend.start(spec).await.map_err(|e| {
-            self.events.emit(
+            pool.events.emit(
                 &id,
                 &fqn,
                 EventKind::Evicted,
                 None,
                 Some(format!("start failed: {e}")),
             );
-            format!("the template did not start: {e}")
+            BuildError::Start(e)
         })?;
-        let prepared = self.prepare_template(action, &sandbox).await;
+        let prepared = prepare_template(pool, action, &sandbox).await;
         if let Err(why) = prepared {
             sandbox.destroy().await;
-            self.events.emit(
+            pool.events.emit(
                 &id,
                 &fqn,
                 EventKind::Evicted,
@@ -134,10 +123,7 @@ impl Pool {
             );
             return Err(why);
         }
-        let scratch = self
-            .snapshots
-            .scratch(&fqn)
-            .map_err(|e| format!("cannot create the snapshot directory: {e}"))?;
+        let scratch = self.books.scratch(&fqn).map_err(BuildError::Scratch)?;
         let taken = snapshots
             .snapshot(&sandbox, &super::store::Store::image_dir(&scratch))
             .await;
@@ -147,14 +133,14 @@ impl Pool {
             Ok(info) => info,
             Err(e) => {
                 super::store::remove(&scratch);
-                self.events.emit(
+                pool.events.emit(
                     &id,
                     &fqn,
                     EventKind::Evicted,
                     None,
                     Some(format!("snapshot failed: {e}")),
                 );
-                return Err(format!("the snapshot failed: {e}"));
+                return Err(BuildError::Snapshot(e));
             }
         };
         let detail = format!(
@@ -163,49 +149,73 @@ impl Pool {
             info.took_ms,
             t0.elapsed().as_millis()
         );
-        self.snapshots
+        self.books
             .built(action, isolation, &scratch, info)
-            .map_err(|e| format!("cannot store the snapshot: {e}"))?;
-        self.events
+            .map_err(BuildError::Store)?;
+        pool.events
             .emit(&id, &fqn, EventKind::Snapshotted, None, Some(detail));
-        self.events.emit(
+        pool.events.emit(
             &id,
             &fqn,
             EventKind::Evicted,
             None,
             Some("snapshotted".into()),
         );
-        self.metrics
+        pool.metrics
             .snapshots
             .builds
             .get_or_create(&result("ok"))
             .inc();
         Ok(())
     }
+}
 
-    /// `/init`, the warm-up run if asked, then no connection left open: CRIU cannot dump a
-    /// socket whose peer is outside the snapshot.
-    async fn prepare_template(
-        &self,
-        action: &ActionSpec,
-        sandbox: &Arc<dyn Sandbox>,
-    ) -> Result<(), String> {
-        self.init_sandbox(action, sandbox)
-            .await
-            .map_err(|e| format!("the template's /init failed: {e}"))?;
-        if let When::AfterWarmup(params) = settings_of(&action.annotations).when {
-            warm_up(action, sandbox, params).await?;
+/// Builds in the background the snapshot the books just marked as building.
+fn spawn_build(pool: &Arc<Pool>, action: &Arc<ActionSpec>, isolation: Isolation) {
+    let pool = pool.clone();
+    let action = action.clone();
+    tokio::spawn(async move {
+        let Some(me) = pool.component::<ActionSnapshots>() else {
+            return;
+        };
+        let _permit = me.books.builds.acquire().await;
+        if let Err(reason) = me.build(&pool, &action, isolation).await {
+            tracing::warn!(action = %action.fqn(), "cannot snapshot the action: {reason}");
+            me.books
+                .build_failed(&action, isolation, reason.to_string());
+            pool.metrics
+                .snapshots
+                .builds
+                .get_or_create(&result("failed"))
+                .inc();
         }
-        sandbox.client().close_idle();
-        Ok(())
+    });
+}
+
+/// `/init`, the warm-up run if asked, then no connection left open: CRIU cannot dump a
+/// socket whose peer is outside the snapshot.
+async fn prepare_template(
+    pool: &Pool,
+    action: &ActionSpec,
+    sandbox: &Arc<dyn Sandbox>,
+) -> Result<(), BuildError> {
+    pool.init_sandbox(action, sandbox)
+        .await
+        .map_err(BuildError::Init)?;
+    if let When::AfterWarmup(params) = settings_of(&action.annotations).when {
+        warm_up(action, sandbox, params)
+            .await
+            .map_err(BuildError::WarmUp)?;
     }
+    sandbox.client().close_idle();
+    Ok(())
 }
 
 async fn warm_up(
     action: &ActionSpec,
     sandbox: &Arc<dyn Sandbox>,
     params: serde_json::Map<String, Value>,
-) -> Result<(), String> {
+) -> Result<(), RunFailure> {
     let mut value: serde_json::Map<String, Value> = action
         .parameters
         .iter()
@@ -225,19 +235,18 @@ async fn warm_up(
     let marks = sandbox.logs().marks();
     let reply = tokio::time::timeout(timeout, sandbox.client().post_json("/run", &body))
         .await
-        .map_err(|_| "the warm-up run timed out".to_string())?
-        .map_err(|e| format!("the warm-up run failed: {e}"))?;
+        .map_err(|_| RunFailure::Timeout)?
+        .map_err(RunFailure::Transport)?;
     // Its output is the template's, not any activation's.
     let _ = sandbox
         .logs()
         .take_after(marks, Duration::from_millis(100))
         .await;
     if reply.status != 200 {
-        return Err(format!(
-            "the warm-up run answered {}: {}",
-            reply.status,
-            String::from_utf8_lossy(&reply.body)
-        ));
+        return Err(RunFailure::Status {
+            status: reply.status,
+            body: String::from_utf8_lossy(&reply.body).into_owned(),
+        });
     }
     Ok(())
 }

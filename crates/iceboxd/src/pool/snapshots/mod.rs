@@ -5,6 +5,8 @@
 //! taken only inside its methods (never with another pool lock).
 
 mod build;
+mod component;
+pub mod error;
 mod restore;
 pub mod settings;
 mod store;
@@ -18,6 +20,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use store::{Store, StoredEntry};
 
+pub use component::{ActionSnapshots, RestoredFrom};
 pub use settings::{settings_of, validate};
 
 /// A snapshot that failed once is rebuilt at once (its files were damaged, say); after a

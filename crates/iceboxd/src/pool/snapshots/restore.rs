@@ -2,38 +2,43 @@
 //! restore of a snapshot, turning the recording of its first activation into the snapshot's
 //! loading set. Any failure falls back to a normal start and says so.
 
-use super::super::backends::Isolation;
-use super::super::instance::{Instance, Restore};
-use super::super::Pool;
+use super::error::RestoreError;
+use super::{ActionSnapshots, RestoredFrom};
+use crate::pool::backends::Isolation;
+use crate::pool::component::Provided;
+use crate::pool::extensions::Extensions;
+use crate::pool::instance::{Instance, Origin};
+use crate::pool::Pool;
 use icebox_core::api::RestoreView;
 use icebox_core::{ActionSpec, EventKind, RestoreMode};
 use icebox_sandbox::{InstanceSpec, Sandbox};
 use serde_json::json;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The most a runtime may take to reseed and run the action's restore hook.
 const RESTORED_TIMEOUT: Duration = Duration::from_secs(10);
 
-impl Pool {
+impl ActionSnapshots {
     /// A restored, reseeded sandbox ready to run the action, or None: no usable snapshot, or
     /// its restore failed (then the snapshot is discarded and the caller starts normally).
-    pub(in crate::pool) async fn restore_from_snapshot(
-        self: &Arc<Self>,
+    pub(super) async fn restore(
+        &self,
+        pool: &Pool,
         action: &Arc<ActionSpec>,
         isolation: Isolation,
         spec: &InstanceSpec,
-    ) -> Option<(Arc<dyn Sandbox>, Restore)> {
-        let plan = self.snapshots.plan(action, isolation)?;
+    ) -> Option<Provided> {
+        let plan = self.books.plan(action, isolation)?;
         let key = (action.fqn(), isolation);
-        let backend = self.backends.get(isolation).ok()?.clone();
+        let backend = pool.backends.get(isolation).ok()?.clone();
         let Some(snapshots) = backend.snapshots() else {
-            self.snapshots.recording_abandoned(&key, None);
+            self.books.recording_abandoned(&key, None);
             return None;
         };
         let (id, fqn) = (spec.id.clone(), action.fqn());
-        self.events.emit(
+        pool.events.emit(
             &id,
             &fqn,
             EventKind::Created,
@@ -52,14 +57,14 @@ impl Pool {
                     Err(e)
                 }
             },
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(RestoreError::Restore(e)),
         };
         let sandbox = match restored {
             Ok(sandbox) => sandbox,
             Err(reason) => {
                 tracing::warn!(action = %fqn, instance = %id, mode = plan.mode.as_str(),
                     "restore from the snapshot failed, starting normally instead: {reason}");
-                self.events.emit(
+                pool.events.emit(
                     &id,
                     &fqn,
                     EventKind::RestoreFailed,
@@ -68,8 +73,9 @@ impl Pool {
                         "{reason}; starting normally, the snapshot is discarded"
                     )),
                 );
-                self.snapshots.fail(&key, &plan.version, reason, true);
-                self.metrics
+                self.books
+                    .fail(&key, &plan.version, reason.to_string(), true);
+                pool.metrics
                     .snapshots
                     .fallbacks
                     .get_or_create(&mode_label(plan.mode))
@@ -78,7 +84,7 @@ impl Pool {
             }
         };
         let ms = t0.elapsed().as_millis() as u64;
-        self.snapshots.restored(
+        self.books.restored(
             &key,
             &plan.version,
             RestoreView {
@@ -88,51 +94,57 @@ impl Pool {
                 at_ms: crate::now_ms(),
             },
         );
-        self.metrics
+        pool.metrics
             .snapshots
             .restore_seconds
             .get_or_create(&mode_label(plan.mode))
             .observe(t0.elapsed().as_secs_f64());
         let detail = json!({"mode": plan.mode, "ms": ms, "pager": sandbox.restore_stats()});
-        self.events.emit(
+        pool.events.emit(
             &id,
             &fqn,
             EventKind::Restored,
             Some(sandbox.memory()),
             Some(detail.to_string()),
         );
-        Some((
+        let mut ext = Extensions::default();
+        ext.insert(RestoredFrom {
+            image_dir: plan.image_dir,
+            version: plan.version,
+            recording: AtomicBool::new(plan.mode == RestoreMode::Record),
+        });
+        Some(Provided {
             sandbox,
-            Restore {
+            origin: Origin::Restored {
                 mode: plan.mode,
-                image_dir: plan.image_dir,
-                version: plan.version,
                 ms,
             },
-        ))
+            ext,
+        })
     }
 
     /// After an activation: if this instance was restored in record mode, its first
     /// activation is over, so the snapshot's loading set is built now (in the background).
-    pub(in crate::pool) fn finish_recording(self: &Arc<Self>, instance: &Arc<Instance>) {
-        if !instance.recording.swap(false, Ordering::SeqCst) {
-            return;
-        }
-        let Some(restore) = instance.restore.clone() else {
+    pub(super) fn finish_recording(&self, pool: &Arc<Pool>, instance: &Arc<Instance>) {
+        let Some(restore) = instance.ext::<RestoredFrom>() else {
             return;
         };
-        let pool = self.clone();
+        if !restore.recording.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let (image_dir, version) = (restore.image_dir.clone(), restore.version.clone());
+        let pool = pool.clone();
         let instance = instance.clone();
         tokio::spawn(async move {
+            let Some(me) = pool.component::<ActionSnapshots>() else {
+                return;
+            };
             let key = (instance.fqn.clone(), instance.isolation);
             let backend = pool.backends.get(instance.isolation).ok().cloned();
             let Some(snapshots) = backend.as_ref().and_then(|b| b.snapshots()) else {
                 return;
             };
-            match snapshots
-                .finish_record(&instance.sandbox, &restore.image_dir)
-                .await
-            {
+            match snapshots.finish_record(&instance.sandbox, &image_dir).await {
                 Ok(info) => {
                     let detail = format!(
                         "working set {} pages ({} zero), loading set {} pages in {} regions, {} groups",
@@ -142,7 +154,7 @@ impl Pool {
                         info.regions,
                         info.groups
                     );
-                    if let Err(e) = pool.snapshots.recorded(&key, &restore.version, info) {
+                    if let Err(e) = me.books.recorded(&key, &version, info) {
                         tracing::warn!(action = %instance.fqn, "cannot store the loading set: {e}");
                     }
                     pool.events.emit(
@@ -156,7 +168,7 @@ impl Pool {
                 Err(e) => {
                     tracing::warn!(action = %instance.fqn, instance = %instance.id,
                         "cannot build the snapshot's loading set: {e}");
-                    pool.snapshots.recording_abandoned(&key, Some(&instance.id));
+                    me.books.recording_abandoned(&key, Some(&instance.id));
                 }
             }
         });
@@ -165,8 +177,8 @@ impl Pool {
     /// A restored instance is gone: if its pager failed (a damaged page of the snapshot met
     /// only after the restore, when the task first touched it), the snapshot is no good and
     /// goes too, to be rebuilt; the instance itself was killed by its pager.
-    pub(in crate::pool) fn check_restored_memory(&self, instance: &Instance) {
-        let Some(restore) = &instance.restore else {
+    pub(super) fn check_restored_memory(&self, pool: &Pool, instance: &Instance) {
+        let Some(restore) = instance.ext::<RestoredFrom>() else {
             return;
         };
         let Some(error) = instance
@@ -178,7 +190,7 @@ impl Pool {
         };
         tracing::warn!(action = %instance.fqn, instance = %instance.id,
             "the restored instance's pager failed, discarding the snapshot: {error}");
-        self.events.emit(
+        pool.events.emit(
             &instance.id,
             &instance.fqn,
             EventKind::RestoreFailed,
@@ -187,7 +199,7 @@ impl Pool {
                 "the pager failed after the restore: {error}; the snapshot is discarded"
             )),
         );
-        self.snapshots.fail(
+        self.books.fail(
             &(instance.fqn.clone(), instance.isolation),
             &restore.version,
             format!("the pager of {} failed: {error}", instance.id),
@@ -197,9 +209,12 @@ impl Pool {
     }
 
     /// The instance goes before its recording was finished: another restore may record.
-    pub(in crate::pool) fn abandon_recording(&self, instance: &Instance) {
-        if instance.recording.swap(false, Ordering::SeqCst) {
-            self.snapshots.recording_abandoned(
+    pub(super) fn abandon_recording(&self, instance: &Instance) {
+        let Some(restore) = instance.ext::<RestoredFrom>() else {
+            return;
+        };
+        if restore.recording.swap(false, Ordering::SeqCst) {
+            self.books.recording_abandoned(
                 &(instance.fqn.clone(), instance.isolation),
                 Some(&instance.id),
             );
@@ -210,7 +225,7 @@ impl Pool {
 /// Tells the restored runtime it is a new instance: fresh random state, this instance's values
 /// of the variables in `RESTORE_ENV`, the action's restore hook (docs/runtime-protocol.md,
 /// `/icebox/restored`).
-async fn reseed(sandbox: &Arc<dyn Sandbox>, spec: &InstanceSpec) -> Result<(), String> {
+async fn reseed(sandbox: &Arc<dyn Sandbox>, spec: &InstanceSpec) -> Result<(), RestoreError> {
     let seed: [u8; 32] = rand::random();
     let seed: String = seed.iter().map(|b| format!("{b:02x}")).collect();
     let env: serde_json::Map<String, serde_json::Value> = spec
@@ -225,14 +240,13 @@ async fn reseed(sandbox: &Arc<dyn Sandbox>, spec: &InstanceSpec) -> Result<(), S
         sandbox.client().post_json("/icebox/restored", &body),
     )
     .await
-    .map_err(|_| "the restored runtime did not answer /icebox/restored".to_string())?
-    .map_err(|e| format!("the restored runtime cannot be reached: {e}"))?;
+    .map_err(|_| RestoreError::ReseedTimeout)?
+    .map_err(RestoreError::ReseedUnreachable)?;
     if reply.status != 200 {
-        return Err(format!(
-            "the restored runtime refused /icebox/restored ({}): {}",
-            reply.status,
-            String::from_utf8_lossy(&reply.body)
-        ));
+        return Err(RestoreError::ReseedRefused {
+            status: reply.status,
+            body: String::from_utf8_lossy(&reply.body).into_owned(),
+        });
     }
     Ok(())
 }

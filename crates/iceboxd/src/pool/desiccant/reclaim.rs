@@ -5,8 +5,9 @@
 //! instance meanwhile waits for the reclaim (it holds the instance's freeze lock); the pool
 //! prefers other warm instances of the action while one is being reclaimed.
 
-use super::{ControlError, EvictReason, Instance, Pool};
+use super::Desiccant;
 use crate::metrics::OutcomeLabel;
+use crate::pool::{ControlError, EvictReason, Instance, Pool};
 use icebox_core::api::ReclaimReport;
 use icebox_core::{EventKind, InstanceState};
 use icebox_policy::{LibraryPageout, Profile};
@@ -19,41 +20,61 @@ use std::time::{Duration, Instant};
 /// A runtime that takes longer than this to reclaim is treated as hung and evicted.
 const RECLAIM_TIMEOUT: Duration = Duration::from_secs(10);
 
-impl Pool {
-    /// Reclaim one idle or frozen instance now (manual `icebox reclaim`, or the policy).
+impl Desiccant {
+    /// Reclaim one idle or frozen instance now (manual `icebox reclaim`).
     pub async fn reclaim(
-        self: &Arc<Self>,
+        &self,
+        pool: &Arc<Pool>,
         id: &str,
         variant: Option<String>,
     ) -> Result<ReclaimReport, ControlError> {
-        let instance = match self.begin_reclaim(id) {
+        let instance = match self.begin_reclaim(pool, id) {
             Some(i) => i,
-            None if self.instance(id).is_some() => return Err(ControlError::Busy(id.to_string())),
+            None if pool.instance(id).is_some() => return Err(ControlError::Busy(id.to_string())),
             None => return Err(ControlError::NotFound(id.to_string())),
         };
-        self.run_reclaim(instance, variant).await
+        self.run_reclaim(pool, instance, variant).await
+    }
+
+    /// Start reclaiming an idle instance in the background (the policy, or another technique
+    /// that wants the garbage gone first); `why` names the caller in the log.
+    pub fn start_reclaim(&self, pool: &Arc<Pool>, id: &str, why: &'static str) {
+        let Some(instance) = self.begin_reclaim(pool, id) else {
+            return;
+        };
+        let pool = pool.clone();
+        let id = id.to_string();
+        tokio::spawn(async move {
+            let Some(me) = pool.component::<Desiccant>() else {
+                return;
+            };
+            if let Err(e) = me.run_reclaim(&pool, instance, None).await {
+                tracing::warn!(instance = %id, "{why} failed: {e}");
+            }
+        });
     }
 
     /// Mark an idle instance as being reclaimed (synchronously, so the policy never plans it
     /// twice and the CPU slot is taken at once).
-    pub(super) fn begin_reclaim(&self, id: &str) -> Option<Arc<Instance>> {
-        let instance = self.slots.begin_reclaim(id)?;
-        self.reclaim_books.begin();
+    fn begin_reclaim(&self, pool: &Pool, id: &str) -> Option<Arc<Instance>> {
+        let instance = pool.slots.begin_reclaim(id)?;
+        self.books.begin();
         Some(instance)
     }
 
-    pub(super) async fn run_reclaim(
-        self: &Arc<Self>,
+    async fn run_reclaim(
+        &self,
+        pool: &Arc<Pool>,
         instance: Arc<Instance>,
         variant: Option<String>,
     ) -> Result<ReclaimReport, ControlError> {
-        let result = self.reclaim_instance(&instance, variant).await;
-        self.reclaim_books.end();
-        self.slots.end_reclaim(&instance.id, result.is_ok());
+        let result = self.reclaim_instance(pool, &instance, variant).await;
+        self.books.end();
+        pool.slots.end_reclaim(&instance.id, result.is_ok());
         let outcome = match &result {
             Ok(report) => {
                 let memory_before = report.uss_before;
-                let recorded = self.reclaim_books.record(
+                let recorded = self.books.record(
                     &instance.id,
                     &instance.fqn,
                     Profile {
@@ -66,11 +87,11 @@ impl Pool {
                 if !recorded {
                     tracing::debug!(instance = %instance.id, "reclaim profile not usable");
                 }
-                self.metrics.reclaimed_bytes.inc_by(report.freed);
-                self.metrics
+                pool.metrics.reclaimed_bytes.inc_by(report.freed);
+                pool.metrics
                     .reclaim_cpu_seconds
                     .inc_by(report.cpu_ms.unwrap_or(0.0) / 1000.0);
-                self.events.emit(
+                pool.events.emit(
                     &instance.id,
                     &instance.fqn,
                     EventKind::Reclaimed,
@@ -92,23 +113,24 @@ impl Pool {
             | Err(ControlError::Timeout(_))
             | Err(ControlError::Freezer(_)) => {
                 // Dead, hung or unfreezable: never leave it thawed in the pool.
-                self.evict(&instance.id, EvictReason::Error).await;
+                pool.evict(&instance.id, EvictReason::Error).await;
                 "evicted"
             }
             Err(_) => "failed",
         };
-        self.metrics
+        pool.metrics
             .reclaims
             .get_or_create(&OutcomeLabel {
                 outcome: outcome.to_string(),
             })
             .inc();
-        self.manager_wake.notify_one();
+        pool.manager_wake.notify_one();
         result
     }
 
     async fn reclaim_instance(
         &self,
+        pool: &Pool,
         instance: &Arc<Instance>,
         variant: Option<String>,
     ) -> Result<ReclaimReport, ControlError> {
@@ -153,7 +175,7 @@ impl Pool {
                 }
             }
         };
-        let pageout_bytes = self.page_out_libraries(instance).await;
+        let pageout_bytes = self.page_out_libraries(pool, instance).await;
         let after = measure(instance.clone()).await;
         let (uss_before, uss_after) = (self.reclaim_measure(&before), self.reclaim_measure(&after));
         Ok(ReclaimReport {
@@ -179,13 +201,13 @@ impl Pool {
     /// processes, except files a running (not frozen) instance maps — those pages would only
     /// fault straight back in for it. With `keep-cached` the pages the page-out evicts are
     /// read back into the page cache, unmapped (icebox_mem::recache).
-    async fn page_out_libraries(&self, instance: &Arc<Instance>) -> u64 {
-        let mode = self.cfg.library_pageout;
+    async fn page_out_libraries(&self, pool: &Pool, instance: &Arc<Instance>) -> u64 {
+        let mode = self.library_pageout;
         if mode == LibraryPageout::Off {
             return 0;
         }
         let pids = instance.sandbox.pids();
-        let busy_pids: Vec<u32> = self
+        let busy_pids: Vec<u32> = pool
             .slots
             .snapshot()
             .iter()

@@ -2,8 +2,15 @@
 //! of an action takes, what its runtime is told at start-up, and the runtime's own account of
 //! its isolates or contexts, shown per instance.
 
+mod scan;
+
+use super::component::Component;
+use super::extensions::Extensions;
+use super::instance::{Origin, Slot};
 use super::{Instance, Pool};
+use async_trait::async_trait;
 use icebox_core::action::KeyValue;
+use icebox_core::api::InstanceView;
 use icebox_core::ActionSpec;
 use icebox_policy::SharingMode;
 use serde_json::Value;
@@ -97,8 +104,15 @@ fn isolate_memory_mb(action: &ActionSpec) -> u64 {
         })
 }
 
-/// What the runtime is started with for the action's mode (docs/runtime-protocol.md).
-pub fn sharing_env(action: &ActionSpec) -> Vec<(String, String)> {
+/// What the runtime is started with for the action's mode (docs/runtime-protocol.md); with
+/// no action (a stem cell), the default mode's.
+pub fn sharing_env(action: Option<&ActionSpec>) -> Vec<(String, String)> {
+    let Some(action) = action else {
+        return vec![(
+            "ICEBOX_SHARING".to_string(),
+            SharingMode::default().as_str().to_string(),
+        )];
+    };
     let mode = sharing_of(action);
     let mut env = vec![("ICEBOX_SHARING".to_string(), mode.as_str().to_string())];
     if mode == SharingMode::Isolate {
@@ -124,6 +138,23 @@ pub fn sharing_env(action: &ActionSpec) -> Vec<(String, String)> {
 fn number(v: &Value) -> Option<u64> {
     v.as_u64()
         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
+/// Checked at deployment: an action in isolate mode on the v8 engine whose own code loads a
+/// Node.js built-in that reaches the host is refused, naming the module (docs/isolates.md).
+pub fn validate_code(action: &ActionSpec) -> Result<(), String> {
+    if sharing_of(action) != SharingMode::Isolate || isolate_engine(action) != "v8" {
+        return Ok(());
+    }
+    match scan::first_host_builtin(&action.exec.code, action.exec.binary) {
+        None => Ok(()),
+        Some((module, file)) => Err(format!(
+            "The action requires the Node.js built-in module '{module}' ({file}), which isolate \
+             mode's v8 engine does not provide: its isolates reach nothing of the host. Set the \
+             annotation '{}' to 'worker', or use '{ANNOTATION}' 'shared' or 'process'.",
+            ISOLATE_ENGINE.0
+        )),
+    }
 }
 
 /// Checked at deployment, so a bad setting is a 400 now rather than a failed cold start later.
@@ -205,18 +236,48 @@ impl SharingStats {
     }
 }
 
-impl Pool {
+/// The sharing component: the runtime's sharing settings at start, and its account of its
+/// isolates or contexts after activations (for the node API).
+pub struct Sharing;
+
+#[async_trait]
+impl Component for Sharing {
+    fn name(&self) -> &'static str {
+        "sharing"
+    }
+
+    /// The mode's settings, then what the runtime's runtime.json adds for this profile.
+    fn instance_env(
+        &self,
+        pool: &Pool,
+        kind: &str,
+        action: Option<&ActionSpec>,
+    ) -> Vec<(String, String)> {
+        let mut env = sharing_env(action);
+        let profile = action.map_or_else(|| SharingMode::default().as_str().to_string(), profile);
+        if let Some(runtime) = pool.runtimes.resolve(kind) {
+            env.extend(runtime.sharing_env_for(&profile));
+        }
+        env
+    }
+
+    fn on_created(&self, action: &ActionSpec, _origin: &Origin, ext: &mut Extensions) {
+        if sharing_of(action) != SharingMode::Process {
+            ext.insert(SharingStats::default());
+        }
+    }
+
     /// After an activation ended on a sharing instance, ask its runtime for its `sharing`
     /// account and keep it for the node API. The instance is still awake (the freeze waits for
     /// the pause grace); a runtime that does not answer in time keeps the previous account.
-    pub(super) fn refresh_sharing_stats(&self, instance: &Arc<Instance>) {
-        if instance.sharing == SharingMode::Process {
-            return;
-        }
-        let Some(in_flight) = self.slots.in_flight(&instance.id) else {
+    fn on_release(&self, pool: &Arc<Pool>, instance: &Arc<Instance>) {
+        let Some(stats) = instance.ext::<SharingStats>() else {
             return;
         };
-        if !instance.sharing_stats.due(in_flight == 0, Instant::now()) {
+        let Some(in_flight) = pool.slots.in_flight(&instance.id) else {
+            return;
+        };
+        if !stats.due(in_flight == 0, Instant::now()) {
             return;
         }
         let instance = instance.clone();
@@ -227,10 +288,17 @@ impl Pool {
             else {
                 return;
             };
-            if let Some(account) = reply.json().and_then(|v| v.get("sharing").cloned()) {
-                instance.sharing_stats.set(account);
+            if let (Some(account), Some(stats)) = (
+                reply.json().and_then(|v| v.get("sharing").cloned()),
+                instance.ext::<SharingStats>(),
+            ) {
+                stats.set(account);
             }
         });
+    }
+
+    fn view(&self, _pool: &Pool, slot: &Slot, view: &mut InstanceView) {
+        view.sharing = slot.instance.ext::<SharingStats>().and_then(|s| s.last());
     }
 }
 
@@ -273,7 +341,7 @@ mod tests {
         assert_eq!(sharing_of(&a), SharingMode::Process);
         assert_eq!(capacity_of(&a), 1);
         assert_eq!(
-            sharing_env(&a),
+            sharing_env(Some(&a)),
             [("ICEBOX_SHARING".into(), "process".into())]
         );
     }
@@ -282,7 +350,7 @@ mod tests {
     fn isolate_env_splits_the_memory_limit_unless_told_otherwise() {
         let iso = || kv(ANNOTATION, json!("isolate"));
         let memory_env = |a: &ActionSpec| {
-            sharing_env(a)
+            sharing_env(Some(a))
                 .into_iter()
                 .find(|(k, _)| k == "ICEBOX_ISOLATE_MEMORY_MB")
                 .map(|(_, v)| v)
@@ -305,7 +373,7 @@ mod tests {
             64,
         );
         assert_eq!(memory_env(&a).as_deref(), Some("64"));
-        assert!(sharing_env(&a).contains(&("ICEBOX_ISOLATE_POOL".into(), "3".into())));
+        assert!(sharing_env(Some(&a)).contains(&("ICEBOX_ISOLATE_POOL".into(), "3".into())));
         assert_eq!(capacity_of(&a), 13, "(1024 - 64) / (64 + 8)");
         // 256 MB over 64 isolates would be 3 MB each: raised to what V8 needs, and only as
         // many isolates as then fit run at once.
@@ -374,7 +442,7 @@ mod tests {
     fn the_isolate_engine_reaches_the_runtime_and_names_the_profile() {
         let iso = || kv(ANNOTATION, json!("isolate"));
         let engine_env = |a: &ActionSpec| {
-            sharing_env(a)
+            sharing_env(Some(a))
                 .into_iter()
                 .find(|(k, _)| k == "ICEBOX_ISOLATE_ENGINE")
                 .map(|(_, v)| v)
