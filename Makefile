@@ -21,7 +21,7 @@ test: build
 
 # Formatting and lints are part of the test: a warning fails it (docs/development.md).
 lint:
-	CARGO=$(CARGO) scripts/test.sh fmt clippy ruff machete
+	CARGO=$(CARGO) scripts/test.sh fmt clippy ruff eslint machete
 
 test-rust:
 	CARGO=$(CARGO) scripts/test.sh rust

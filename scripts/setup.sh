@@ -87,6 +87,16 @@ if [ -f functions/nodejs/package.json ] && ! cmp -s functions/nodejs/package.jso
   cp functions/nodejs/package.json runtimes/nodejs/packages/.installed
 fi
 
+# ESLint (the `eslint` suite: eslint.config.mjs at the root), pinned in scripts/eslint's lock and
+# installed there, not at the root, so the proxy's tests cannot resolve it by accident. A copy of
+# the lock in node_modules says whether it is current.
+if ! cmp -s scripts/eslint/package-lock.json scripts/eslint/node_modules/.icebox-lock; then
+  say "installing ESLint into scripts/eslint"
+  (cd scripts/eslint && npm ci --no-audit --no-fund --silent) \
+    && cp scripts/eslint/package-lock.json scripts/eslint/node_modules/.icebox-lock \
+    || say "warning: ESLint did not install; the eslint suite will fail"
+fi
+
 # Node.js reclaim addon (Desiccant): LowMemoryNotification + malloc_trim, built against the
 # headers of the installed node. The proxy works without it (reclaim falls back to a gc()).
 runtimes/nodejs/addon/build.sh || say "warning: the Node.js reclaim addon did not build; Node reclaim falls back to gc()"

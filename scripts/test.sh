@@ -39,6 +39,8 @@ ruff_all() {
 suite fmt "$CARGO" fmt --all --check
 suite clippy "$CARGO" clippy --release --workspace --all-targets -- -D warnings
 suite ruff ruff_all
+# eslint.config.mjs says what is checked; scripts/setup.sh installs the pinned ESLint.
+suite eslint scripts/eslint/node_modules/.bin/eslint --max-warnings 0 .
 # As a cargo subcommand: run bare, cargo-machete misreads its arguments when $CARGO is set.
 suite machete env PATH="$PWD/.tools/cargo/bin:$PATH" "$CARGO" machete
 # --no-fail-fast: one failing test binary must not hide the others.

@@ -4,6 +4,7 @@
 use crate::config::Settings;
 use crate::error::{CliError, Result};
 use base64::Engine;
+use icebox_core::units::MIB;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
@@ -13,7 +14,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(75);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Generous: the largest answer is an action of the daemon's largest code size (48 MiB by
 /// default) as base64 in its JSON, 64 MiB and a little more.
-const MAX_BODY: u64 = 96 * 1024 * 1024;
+const MAX_BODY: u64 = 96 * MIB;
 
 /// Path prefix of the caller's own namespace in the OpenWhisk API.
 pub const NAMESPACE: &str = "/api/v1/namespaces/_";

@@ -111,6 +111,10 @@ pub fn ago(then_ms: u64, now_ms: u64) -> String {
 }
 
 /// `YYYY-MM-DD HH:MM:SS` in UTC.
+#[expect(
+    clippy::cast_possible_wrap,
+    reason = "civil-from-days arithmetic (Howard Hinnant): days since 1970 and calendar fields are small and non-negative"
+)]
 pub fn utc_time(ms: u64) -> String {
     let secs = ms / 1000;
     let (y, m, d) = civil_from_days((secs / 86_400) as i64);
@@ -129,6 +133,11 @@ pub fn utc_time_ms(ms: u64) -> String {
 }
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "civil-from-days arithmetic (Howard Hinnant): days since 1970 and calendar fields are small and non-negative"
+)]
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);

@@ -87,14 +87,14 @@ impl ActionLimits {
     pub const CONCURRENCY: (u32, u32) = (1, 500);
 
     pub fn validate(&self) -> Result<(), LimitError> {
-        let c = |(lo, hi): (u32, u32)| (lo as u64, hi as u64);
+        let c = |(lo, hi): (u32, u32)| (u64::from(lo), u64::from(hi));
         for (what, value, (lo, hi)) in [
             (LimitName::Memory, self.memory, Self::MEMORY_MB),
             (LimitName::Timeout, self.timeout, Self::TIMEOUT_MS),
             (LimitName::Logs, self.logs, Self::LOGS_MB),
             (
                 LimitName::Concurrency,
-                self.concurrency as u64,
+                u64::from(self.concurrency),
                 c(Self::CONCURRENCY),
             ),
         ] {
@@ -119,13 +119,13 @@ impl ActionLimits {
     }
 
     pub fn memory_bytes(&self) -> u64 {
-        self.memory.saturating_mul(1024 * 1024)
+        self.memory.saturating_mul(crate::units::MIB)
     }
 
     /// The per-activation log cap in bytes (saturating: a stored limit predating validation
     /// must not wrap to 0).
     pub fn logs_bytes(&self) -> u64 {
-        self.logs.saturating_mul(1024 * 1024)
+        self.logs.saturating_mul(crate::units::MIB)
     }
 }
 

@@ -100,10 +100,9 @@ impl AgentClient {
 
     /// Set the guest clock to `time` (the host's now, normally).
     pub async fn set_time(&self, time: SystemTime) -> Result<(), AgentError> {
-        let unix_nanos = time
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos() as u64;
+        let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+        // Nanoseconds since 1970 fit in a u64 until 2554.
+        let unix_nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
         call::<serde_json::Value>(
             &self.inner,
             Command::SetTime { unix_nanos },

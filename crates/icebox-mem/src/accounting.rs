@@ -169,7 +169,7 @@ mod tests {
     #[test]
     fn touching_64_mib_raises_uss_by_64_mib() {
         let child = Toucher::fork();
-        let pid = child.pid as u32;
+        let pid = child.pid.cast_unsigned();
         let before = measure_pids(&[pid]);
         child.touch();
         let after = measure_pids(&[pid]);

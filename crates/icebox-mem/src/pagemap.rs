@@ -7,6 +7,7 @@
 //! only ptrace read access to the process.
 
 use crate::pageset::{PageSet, PAGE_SIZE};
+use icebox_core::units::MIB;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -51,7 +52,7 @@ pub fn anon_pages_in(pid: u32, within: &PageSet) -> io::Result<AnonPages> {
 
 /// Ranges closer than this are scanned as one: a walk over a gap this small costs less than
 /// another ioctl (one page-table page covers 2 MiB).
-const SPAN_GAP: u64 = 2 << 20;
+const SPAN_GAP: u64 = 2 * MIB;
 
 /// The ranges of `set`, with gaps shorter than `gap` bridged.
 fn spans(set: &PageSet, gap: u64) -> Vec<(u64, u64)> {
@@ -198,7 +199,7 @@ impl Scanner {
             // page_regions; the kernel writes at most that many and updates `walk_end`.
             let n = unsafe { libc::ioctl(file.as_raw_fd(), PAGEMAP_SCAN as _, &mut arg) };
             if n >= 0 {
-                return Ok((n as usize, arg.walk_end));
+                return Ok((n.unsigned_abs() as usize, arg.walk_end));
             }
             let err = io::Error::last_os_error();
             if err.raw_os_error() != Some(libc::EINTR) {

@@ -31,6 +31,10 @@ const IOV_MAX: usize = libc::UIO_MAXIOV as usize;
 /// after it was listed) is counted in `skipped` and the rest continue. Paging out another
 /// process needs `CAP_SYS_NICE` and ptrace read access to it: without them this fails with
 /// `PermissionDenied`. A process that is gone fails with `ESRCH`.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub fn pageout(pid: u32, ranges: &[(u64, u64)]) -> io::Result<PageoutReport> {
     let iovs: Vec<libc::iovec> = ranges
         .iter()
@@ -71,6 +75,10 @@ struct Cursor {
 
 impl Cursor {
     /// Up to [`IOV_MAX`] iovecs from the cursor, the first one trimmed to its undone part.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     fn batch(&self, iovs: &[libc::iovec]) -> Vec<libc::iovec> {
         let end = iovs.len().min(self.index + IOV_MAX);
         let mut batch = iovs[self.index..end].to_vec();
@@ -102,17 +110,25 @@ impl Cursor {
     }
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a descriptor the kernel returned (checked non-negative above) fits in an int"
+)]
 fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new file descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
-        return Err(explain(io::Error::last_os_error(), pid as u32));
+        return Err(explain(io::Error::last_os_error(), pid.cast_unsigned()));
     }
     // SAFETY: the kernel just returned this descriptor and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 fn process_madvise(pidfd: &OwnedFd, iovs: &[libc::iovec]) -> io::Result<usize> {
     // SAFETY: `iovs` is a valid array of `iovs.len()` iovecs; the kernel only reads it, and the
     // addresses in it are interpreted in the target's address space, never dereferenced here.
@@ -129,7 +145,7 @@ fn process_madvise(pidfd: &OwnedFd, iovs: &[libc::iovec]) -> io::Result<usize> {
     if n < 0 {
         Err(io::Error::last_os_error())
     } else {
-        Ok(n as usize)
+        Ok(n.unsigned_abs() as usize)
     }
 }
 

@@ -16,18 +16,18 @@
 //! page cache is the cheapest memory it has).
 
 use crate::FileMapping;
+use icebox_core::units::{KIB, PAGE};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
-use icebox_core::units::PAGE;
 /// `/proc/PID/pagemap` entry bits (Documentation/admin-guide/mm/pagemap.rst).
 const PRESENT: u64 = 1 << 63;
 const FILE_OR_SHARED_ANON: u64 = 1 << 61;
 const EXCLUSIVELY_MAPPED: u64 = 1 << 56;
 /// No larger than the smallest readahead window a block device is given (128 KiB by default).
-const WILLNEED_STEP: u64 = 128 << 10;
+const WILLNEED_STEP: u64 = 128 * KIB;
 
 /// One mapping and the runs of its file, `(file offset, length)` in bytes, whose pages a
 /// page-out of the mapping will evict.
@@ -98,6 +98,7 @@ pub fn evicted_runs(entries: impl Iterator<Item = u64>, offset: u64) -> Vec<(u64
 /// Starts reading `evicted` back into the page cache (asynchronous readahead); returns the
 /// bytes asked for. Each file is opened through `/proc/PID/map_files/`, so it is the very
 /// file the instance maps, whatever mount namespace it sees it through.
+#[expect(clippy::cast_possible_wrap, reason = "file offsets stay below 2^63")]
 pub fn recache(pid: u32, evicted: &[EvictedPages]) -> io::Result<u64> {
     let mut asked = 0;
     for mapping in evicted {

@@ -36,8 +36,7 @@ impl TestSwap {
     /// The device, or `None` (after saying why) when this machine cannot make one.
     pub fn create(test: &str) -> Option<TestSwap> {
         let control = Path::new("/sys/class/zram-control/hot_add");
-        // SAFETY: geteuid takes nothing, touches no memory and cannot fail.
-        if unsafe { libc::geteuid() } != 0 || !control.exists() {
+        if !rustix::process::geteuid().is_root() || !control.exists() {
             eprintln!(
                 "skipping {test}: needs root and /sys/class/zram-control for a zram swap device"
             );

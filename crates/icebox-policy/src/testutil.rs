@@ -44,6 +44,10 @@ impl SplitMix64 {
     }
 
     /// Fisher–Yates shuffle.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
             let j = self.range(0, i as u64) as usize;

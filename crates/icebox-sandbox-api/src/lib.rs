@@ -22,4 +22,5 @@ pub use manifest::{RuntimeManifest, Runtimes};
 pub use output_budget::{Charge, OutputBudget};
 pub use sandbox::{
     ExitCause, InstanceSpec, MemoryBudget, Sandbox, SandboxBackend, Snapshots, RESTORE_ENV,
+    SNAPSHOT_META_FILE,
 };

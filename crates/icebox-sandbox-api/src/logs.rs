@@ -274,6 +274,10 @@ mod tests {
 
         // SAFETY: every call is forwarded to the system allocator unchanged.
         unsafe impl GlobalAlloc for Counting {
+            #[expect(
+                clippy::cast_possible_wrap,
+                reason = "an allocation's size is at most isize::MAX (a Layout guarantees it)"
+            )]
             unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
                 let p = System.alloc(layout);
                 if !p.is_null() {
@@ -281,10 +285,18 @@ mod tests {
                 }
                 p
             }
+            #[expect(
+                clippy::cast_possible_wrap,
+                reason = "an allocation's size is at most isize::MAX (a Layout guarantees it)"
+            )]
             unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
                 System.dealloc(p, layout);
                 count(-(layout.size() as isize));
             }
+            #[expect(
+                clippy::cast_possible_wrap,
+                reason = "an allocation's size is at most isize::MAX (a Layout guarantees it)"
+            )]
             unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
                 let q = System.realloc(p, layout, new_size);
                 if !q.is_null() {
@@ -314,6 +326,10 @@ mod tests {
     }
 
     impl AsyncRead for Flood {
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+        )]
         fn poll_read(
             self: std::pin::Pin<&mut Self>,
             _: &mut std::task::Context<'_>,

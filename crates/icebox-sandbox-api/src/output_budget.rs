@@ -5,12 +5,13 @@
 //! stays bounded. Memory given back is returned to the kernel in batches (malloc_trim), not
 //! kept in the allocator's free lists.
 
+use icebox_core::units::MIB;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// After this many bytes given back since the last trim, free heap pages go back to the
 /// kernel.
-const TRIM_EVERY: u64 = 16 * 1024 * 1024;
+const TRIM_EVERY: u64 = 16 * MIB;
 
 #[derive(Debug)]
 pub struct OutputBudget {

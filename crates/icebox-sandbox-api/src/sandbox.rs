@@ -91,6 +91,10 @@ pub trait Sandbox: Send + Sync {
     }
 }
 
+/// The file a snapshot directory describes itself in, whichever backend wrote it (each backend
+/// has its own format inside).
+pub const SNAPSHOT_META_FILE: &str = "snapshot.json";
+
 /// Snapshot and restore, for backends that can (SandboxBackend::snapshots). A snapshot
 /// directory belongs to the backend that wrote it; the pool only names it and decides when.
 #[async_trait]

@@ -119,8 +119,7 @@ impl CgroupRoot {
     /// when the memory and freezer controllers are mounted as v1 hierarchies. `None` when
     /// not running as root or when no usable hierarchy is writable.
     pub fn detect() -> io::Result<Option<CgroupRoot>> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !rustix::process::geteuid().is_root() {
             return Ok(None);
         }
         let base = Path::new("/sys/fs/cgroup");
@@ -531,8 +530,7 @@ mod tests {
     #[test]
     fn detect_matches_the_host() {
         let detected = CgroupRoot::detect().unwrap();
-        // SAFETY: no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !rustix::process::geteuid().is_root() {
             assert!(detected.is_none());
             return;
         }

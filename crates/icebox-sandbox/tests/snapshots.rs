@@ -85,8 +85,11 @@ struct Node {
 }
 
 fn node() -> Node {
-    // SAFETY: no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "snapshot tests need root");
+    assert_eq!(
+        rustix::process::geteuid().as_raw(),
+        0,
+        "snapshot tests need root"
+    );
     let state = tempfile::tempdir().unwrap();
     let tag = format!("snaptest{}x{}", std::process::id(), rand_suffix());
     let mut backend = ProcessBackend::new(state.path(), &tag, IsolationMode::Crun)

@@ -18,6 +18,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use cli::Args;
 use compare::{equal_cold_starts, Point, Series};
+use icebox_core::units::GIB;
 use icebox_policy::{DesiccantConfig, HybridConfig};
 use output::{RunRecord, Summary};
 use setup::Workload;
@@ -90,7 +91,7 @@ fn run(a: &Args) -> Result<()> {
                         timeline: a.out.is_some(),
                     };
                     let out = Sim::new(&cfg, &classes, &w.func_class, &w.homes).run(&w.events);
-                    let cluster = cfg.cluster_memory() as f64 / (1u64 << 30) as f64;
+                    let cluster = cfg.cluster_memory() as f64 / GIB as f64;
                     eprintln!(
                         "  {:<40} cold starts {:>8}  {:.2} M events/s",
                         cfg.label(),
@@ -111,7 +112,7 @@ fn run(a: &Args) -> Result<()> {
                         node_memory_at_end_gib: out
                             .node_used
                             .iter()
-                            .map(|&b| b as f64 / (1u64 << 30) as f64)
+                            .map(|&b| b as f64 / GIB as f64)
                             .collect(),
                         timeline: out.timeline,
                     });

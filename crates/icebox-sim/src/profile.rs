@@ -133,6 +133,11 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+    )]
     pub fn resolve(
         name: &str,
         f: &FunctionProfile,
@@ -173,6 +178,10 @@ pub enum Mapping {
 }
 
 /// The profile index of every trace function.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "indices and counts of a simulated cluster (functions, instances, nodes, queued calls) stay far below 2^32"
+)]
 pub fn map_functions(trace: &Trace, profiles: usize, mapping: Mapping, seed: u64) -> Vec<u32> {
     trace
         .functions

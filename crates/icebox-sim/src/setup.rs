@@ -42,6 +42,12 @@ pub struct WorkloadSummary {
 }
 
 impl Workload {
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_possible_wrap,
+        clippy::cast_sign_loss,
+        reason = "indices and counts of a simulated cluster (functions, instances, nodes, queued calls) stay far below 2^32; times and spans measured from the trace's origin are not negative; float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number; a warm-up in ms, far below 2^63; u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     pub fn load(a: &Args) -> Result<Workload> {
         if a.warmup > 0 && a.window.is_none() && a.busiest.is_none() {
             bail!("--warmup needs --window or --busiest");
@@ -135,6 +141,11 @@ impl Workload {
     }
 
     /// Every profile resolved for one sharing mode, indexed like `func_class` values.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+    )]
     pub fn classes(
         &self,
         a: &Args,

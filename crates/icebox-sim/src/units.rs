@@ -3,6 +3,11 @@
 use anyhow::{anyhow, bail, Result};
 
 /// `90s`, `10m`, `2h`, `1500ms`, or a bare number of minutes (the trace's own unit).
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+)]
 pub fn parse_duration_ms(s: &str) -> Result<u64> {
     let s = s.trim();
     let split = s
@@ -27,6 +32,11 @@ pub fn parse_duration_ms(s: &str) -> Result<u64> {
 }
 
 /// `64GiB`, `512 MiB`, `8GB` (decimal) ... ; a bare number is MiB.
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+)]
 pub fn parse_size_bytes(s: &str) -> Result<u64> {
     let t = s.trim();
     if let Ok(mib) = t.parse::<f64>() {
@@ -49,6 +59,11 @@ pub fn stable_hash(s: &str) -> u64 {
 
 pub const MIB: f64 = 1024.0 * 1024.0;
 
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+)]
 pub fn mib_to_bytes(mb: f64) -> u64 {
     (mb * MIB).round() as u64
 }

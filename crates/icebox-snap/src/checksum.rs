@@ -3,6 +3,7 @@
 //! check only the part of a pages image it is about to install, so a lazy restore still reads
 //! only what it uses.
 
+use icebox_core::units::KIB;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -11,7 +12,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// Bytes per checksummed chunk (a multiple of the page size, so a page never straddles two).
-pub const CHUNK: u64 = 64 << 10;
+pub const CHUNK: u64 = 64 * KIB;
 
 /// A file's size and the CRC-32 of each of its chunks (the last one may be short).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +29,10 @@ impl FileSums {
 }
 
 /// Sums of a buffer holding a whole file.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub fn of_bytes(data: &[u8]) -> FileSums {
     FileSums {
         bytes: data.len() as u64,
@@ -36,6 +41,10 @@ pub fn of_bytes(data: &[u8]) -> FileSums {
 }
 
 /// Sums of a file, read once.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub fn of_file(path: &Path) -> io::Result<FileSums> {
     let mut file = File::open(path)?;
     let mut buf = vec![0u8; CHUNK as usize];
@@ -97,6 +106,10 @@ pub fn verify_file(path: &Path, name: &str, sums: &FileSums) -> io::Result<()> {
 }
 
 /// Checks some chunks of a file (in any order; each read once).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub fn verify_chunks(
     path: &Path,
     name: &str,

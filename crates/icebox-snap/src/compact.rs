@@ -33,6 +33,10 @@ pub fn compact_zero_pages(dir: &Path) -> io::Result<CompactStats> {
     Ok(total)
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 fn compact_task(dir: &Path, task: &TaskMemory) -> io::Result<CompactStats> {
     let pages_path = task.pages_path(dir);
     let pagemap_path = dir.join(format!("pagemap-{}.img", task.pid));
@@ -52,7 +56,7 @@ fn compact_task(dir: &Path, task: &TaskMemory) -> io::Result<CompactStats> {
         }
         // The entry is re-emitted as the runs of pages that survive.
         let mut run: Option<PagemapEntry> = None;
-        for i in 0..entry.nr_pages as u64 {
+        for i in 0..u64::from(entry.nr_pages) {
             let vaddr = entry.vaddr + i * PAGE_SIZE;
             input.read_exact(&mut page)?;
             stats.pages_before += 1;

@@ -108,8 +108,7 @@ impl Criu {
     /// Anything else found there is removed and the directory made anew.
     fn prepare_rundir(&self) {
         let Some(dir) = self.rundir() else { return };
-        // SAFETY: no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !rustix::process::geteuid().is_root() {
             return;
         }
         use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -50,6 +50,10 @@ impl LoadingSet {
 /// Builds the loading set from pages in first-touch order. `is_zero(page)` says a page's
 /// content is all zero; `joinable(a_end, b_start)` says the pages `a_end..b_start` between two
 /// regions may be loaded too (same mapping, data present), so the two become one.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "loading-set groups of one snapshot's memory stay far below 2^32"
+)]
 pub fn build(
     touched_in_order: &[u64],
     is_zero: impl Fn(u64) -> bool,

@@ -92,6 +92,10 @@ fn unkey(key: u64) -> (usize, u64) {
 
 /// Builds the loading set of the recorded pages and writes loadset.img and loadset.idx into
 /// `dir` (replacing older ones). `tasks` is the dump's memory, `images` its directory.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub fn write(
     dir: &Path,
     images: &Path,

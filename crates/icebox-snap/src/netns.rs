@@ -17,11 +17,19 @@ pub fn only_loopback(pid: u32) -> io::Result<bool> {
 }
 
 /// Whether the loopback device of `pid`'s network namespace is up.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "IFF_UP is 1: it fits in the short ifr_flags"
+)]
 pub fn loopback_up(pid: u32) -> io::Result<bool> {
     in_netns(pid, |sock| Ok(lo_flags(sock)? & libc::IFF_UP as i16 != 0))
 }
 
 /// Brings the loopback device of `pid`'s network namespace up (127.0.0.1 and ::1 come with it).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "IFF_UP is 1: it fits in the short ifr_flags"
+)]
 pub fn set_loopback_up(pid: u32) -> io::Result<()> {
     in_netns(pid, |sock| {
         let mut req = lo_request();
@@ -39,6 +47,10 @@ pub fn set_loopback_up(pid: u32) -> io::Result<()> {
     })
 }
 
+#[expect(
+    clippy::cast_possible_wrap,
+    reason = "bytes of a name copied into a C char array: the bits are what matter"
+)]
 fn lo_request() -> libc::ifreq {
     // SAFETY: ifreq is plain data.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };

@@ -21,8 +21,7 @@ fn repo() -> PathBuf {
 }
 
 fn criu() -> Criu {
-    // SAFETY: geteuid takes nothing, touches no memory and cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = rustix::process::geteuid().as_raw();
     assert_eq!(euid, 0, "these tests need root (criu)");
     // criu --restore-detached leaves the restored process to the nearest subreaper: this
     // process, which reaps it at once (the machine's init may take seconds, and a zombie
@@ -104,8 +103,8 @@ impl Drop for Restored {
         // SAFETY: signalling and reaping the process this test restored (our child, as the
         // subreaper).
         unsafe {
-            libc::kill(self.pid as i32, libc::SIGKILL);
-            libc::waitpid(self.pid as i32, std::ptr::null_mut(), 0);
+            libc::kill(self.pid.cast_signed(), libc::SIGKILL);
+            libc::waitpid(self.pid.cast_signed(), std::ptr::null_mut(), 0);
         }
         if let Some(pager) = &self.pager {
             pager.stop();
@@ -232,8 +231,8 @@ async fn dump_compact_and_restore_a_real_process_in_every_mode() {
         // Once its tasks are gone (the forked child exited long ago), the pager ends by itself.
         // SAFETY: killing and reaping the process this test restored.
         unsafe {
-            libc::kill(r.pid as i32, libc::SIGKILL);
-            libc::waitpid(r.pid as i32, std::ptr::null_mut(), 0);
+            libc::kill(r.pid.cast_signed(), libc::SIGKILL);
+            libc::waitpid(r.pid.cast_signed(), std::ptr::null_mut(), 0);
         }
         let pager = r.pager.as_ref().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -324,6 +323,10 @@ fn a_truncated_dump_is_refused() {
 }
 
 /// Overwrites 4 KiB of `path` at `at` with garbage, its size unchanged.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "test bytes: only the low bits are wanted"
+)]
 fn scribble(path: &Path, at: u64) {
     use std::os::unix::fs::FileExt;
     let garbage: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 13) as u8).collect();

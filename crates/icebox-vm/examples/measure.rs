@@ -101,7 +101,7 @@ async fn warm(sb: &Arc<dyn Sandbox>, n: usize) -> f64 {
 }
 
 fn mib(b: u64) -> f64 {
-    b as f64 / (1 << 20) as f64
+    b as f64 / f64::from(1 << 20)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -144,6 +144,11 @@ async fn fill_in_turns(instances: &[Arc<dyn Sandbox>], mib: u64) -> anyhow::Resu
     Ok(())
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number; neighbour VMs of one experiment: a handful"
+)]
 async fn measure(
     args: &Args,
     mode: Mode,
@@ -188,7 +193,7 @@ async fn measure(
                 let total_ms = began.elapsed().as_secs_f64() * 1000.0;
                 sink(json!({
                     "mode": mode, "size_mib": size_mib, "partitions": args.partitions,
-                    "live_neighbours": live, "fullness": (live + 1) as f64 / args.partitions as f64,
+                    "live_neighbours": live, "fullness": f64::from(live + 1) / f64::from(args.partitions),
                     "repetition": rep, "fill_mib": fill_mib, "fill_s": fill_s,
                     "destroy_ms": total_ms, "block_mib": backend.config().block_mib,
                     "guest_zeroing": args.guest_zeroing.map(|z| z == OnOff::On).unwrap_or(mode.default_guest_zeroing()), "accel": format!("{:?}", backend.accel()),

@@ -132,7 +132,7 @@ async fn main() {
             s.warm.push(median(warm));
             s.touch
                 .push(timed(&sb, "/run", json!({"value": {"mib": touch}})).await);
-            s.uss_mib.push(sb.memory().uss as f64 / (1 << 20) as f64);
+            s.uss_mib.push(sb.memory().uss as f64 / f64::from(1 << 20));
             s.huge_mib.push(huge_mib(sb.pids()[0]));
             sb.destroy().await;
             eprintln!("run {i} {label} done");

@@ -58,7 +58,7 @@ fn paging(pid: u32) -> (f64, f64) {
         .lines()
         .find_map(|l| l.strip_prefix("read_bytes:")?.trim().parse::<f64>().ok())
         .unwrap_or(f64::NAN);
-    (majflt, read / (1 << 20) as f64)
+    (majflt, read / f64::from(1 << 20))
 }
 
 fn files(dir: &Path) -> Vec<File> {

@@ -12,6 +12,7 @@
 
 pub mod accel;
 pub mod backend;
+mod fnv;
 pub mod image;
 pub mod qemu;
 pub mod qmp;

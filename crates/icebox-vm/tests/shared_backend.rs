@@ -224,7 +224,7 @@ async fn qemu_killed_ends_every_instance_and_leaves_nothing_behind() {
     let vm = shared(&a).shared_vm().clone();
     let dir = vm.dir().to_path_buf();
     // SAFETY: killing the QEMU this test started.
-    unsafe { libc::kill(vm.vm().qemu.pid() as i32, libc::SIGKILL) };
+    unsafe { libc::kill(vm.vm().qemu.pid().cast_signed(), libc::SIGKILL) };
     for s in [&a, &b] {
         tokio::time::timeout(Duration::from_secs(30), s.exited())
             .await

@@ -176,7 +176,7 @@ async fn killing_qemu_ends_the_instance_and_destroy_leaves_nothing() {
     let dir = vm.vm().paths.dir.clone();
     let pid = sandbox.pids()[0];
     // SAFETY: the test's own QEMU child.
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    unsafe { libc::kill(pid.cast_signed(), libc::SIGKILL) };
     tokio::time::timeout(Duration::from_secs(30), sandbox.exited())
         .await
         .expect("the instance ends");

@@ -175,6 +175,10 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "test bytes: only the low bits are wanted"
+)]
 async fn a_damaged_or_foreign_snapshot_is_refused_and_leaves_nothing() {
     let state = tempfile::tempdir().unwrap();
     let backend = backend(state.path()).await;

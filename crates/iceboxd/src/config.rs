@@ -2,10 +2,15 @@
 
 use crate::pool::backends::Isolation;
 use clap::Parser;
+use icebox_core::units::MIB;
 use icebox_core::{ChargeMode, RestoreMode};
 use icebox_sandbox::process::IsolationMode;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// Fewest open files a runtime works with (a JVM proxy holds ~40 at rest; an action needs
+/// room for its own files and sockets).
+pub const MIN_NOFILE: u64 = 64;
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -308,10 +313,10 @@ impl std::str::FromStr for InstanceNofile {
         match s {
             "auto" => Ok(InstanceNofile::Auto),
             n => match n.parse::<u64>() {
-                Ok(n) if n >= crate::open_files::MIN_NOFILE => Ok(InstanceNofile::Fixed(n)),
+                Ok(n) if n >= MIN_NOFILE => Ok(InstanceNofile::Fixed(n)),
                 _ => Err(format!(
                     "'{n}': expected auto or a number of files of at least {}",
-                    crate::open_files::MIN_NOFILE
+                    MIN_NOFILE
                 )),
             },
         }
@@ -433,7 +438,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// Below this the budget could not hold a batch of records next to the schema and actions.
-const MIN_REGISTRY_BYTES: u64 = 4 << 20;
+const MIN_REGISTRY_BYTES: u64 = 4 * MIB;
 
 fn parse_registry_budget(s: &str) -> Result<u64, String> {
     let bytes = parse_size(s)?;
@@ -474,9 +479,10 @@ impl Config {
             );
         }
         let faasmem = icebox_policy::FaasmemConfig {
-            rollback_interval_ms: self.faasmem_rollback_interval.as_millis() as u64,
+            rollback_interval_ms: u64::try_from(self.faasmem_rollback_interval.as_millis())
+                .unwrap_or(u64::MAX),
             semiwarm: self.semiwarm,
-            semiwarm_default_ms: self.semiwarm_start.as_millis() as u64,
+            semiwarm_default_ms: u64::try_from(self.semiwarm_start.as_millis()).unwrap_or(u64::MAX),
             bandwidth_bytes_per_s: self.offload_bandwidth,
             ..Default::default()
         };

@@ -10,7 +10,7 @@
 //! * everything from /init on (init failures, the action's errors, timeouts, crashes): a
 //!   record, as in OpenWhisk, and `Ok` — the record says what went wrong.
 
-use crate::api::ApiError;
+use crate::error::ApiError;
 use crate::metrics::{InvocationLabels, StartLabel};
 use crate::pool::{AcquireError, AdmitError, EvictReason, Health, Lease, StartError, Ticket};
 use crate::state::AppState;
@@ -220,8 +220,10 @@ fn finish(
     lease_info: Option<LeaseInfo>,
 ) -> ActivationRecord {
     let action = &inv.action;
-    let start_ms = inv.arrived_ms + started.duration_since(inv.arrived).as_millis() as u64;
-    let wait_ms = started.duration_since(inv.arrived).as_millis() as u64;
+    let start_ms = inv.arrived_ms
+        + u64::try_from(started.duration_since(inv.arrived).as_millis()).unwrap_or(u64::MAX);
+    let wait_ms =
+        u64::try_from(started.duration_since(inv.arrived).as_millis()).unwrap_or(u64::MAX);
     let end_ms = crate::now_ms().max(start_ms);
     let LeaseInfo {
         cold,

@@ -3,13 +3,10 @@
 //! can take `max_instances × pids_max × nofile` entries of the host's file table: that product
 //! must stay within half of `fs.file-max`, the other half being the host's.
 
-use crate::config::{Config, InstanceNofile};
+use crate::config::{Config, InstanceNofile, MIN_NOFILE};
 
 /// The share of fs.file-max all instances together may take: 1/2.
 const SHARE_DIVISOR: u64 = 2;
-/// Fewest open files a runtime works with (a JVM proxy holds ~40 at rest; an action needs
-/// room for its own files and sockets).
-pub const MIN_NOFILE: u64 = 64;
 /// Most chosen by `auto`: OpenWhisk's fixed `--ulimit nofile=1024`.
 pub const MAX_AUTO_NOFILE: u64 = icebox_sandbox::process::DEFAULT_NOFILE;
 

@@ -140,7 +140,7 @@ impl Recorder {
     ) -> Recorder {
         metrics
             .registry_max_bytes
-            .set(registry_max_bytes.min(i64::MAX as u64) as i64);
+            .set(i64::try_from(registry_max_bytes).unwrap_or(i64::MAX));
         let budget = Budget::new(registry_max_bytes);
         let (tx, rx) = mpsc::channel();
         let shared = Arc::new(Shared {
@@ -193,7 +193,10 @@ impl Recorder {
             if let Some(old) = u.rows.insert(row.activation_id.clone(), row.clone()) {
                 u.bytes -= old.json.len();
             }
-            self.shared.metrics.unwritten.set(u.rows.len() as i64);
+            self.shared
+                .metrics
+                .unwritten
+                .set(i64::try_from(u.rows.len()).unwrap_or(i64::MAX));
         }
         let sent = self
             .tx
@@ -283,7 +286,7 @@ impl Recorder {
         let m = &self.shared.metrics;
         icebox_core::api::RegistryUsage {
             bytes: registry.file_bytes(),
-            max_bytes: m.registry_max_bytes.get().max(0) as u64,
+            max_bytes: u64::try_from(m.registry_max_bytes.get()).unwrap_or(0),
             logs_dropped: m.logs_dropped.get(),
             records_dropped: m.records_dropped.get(),
         }
@@ -356,7 +359,9 @@ impl Shared {
                 u.bytes -= row.json.len();
             }
         }
-        self.metrics.unwritten.set(u.rows.len() as i64);
+        self.metrics
+            .unwritten
+            .set(i64::try_from(u.rows.len()).unwrap_or(i64::MAX));
     }
 }
 
@@ -489,7 +494,7 @@ impl Budget {
         shared
             .metrics
             .registry_bytes
-            .set(registry.file_bytes() as i64);
+            .set(i64::try_from(registry.file_bytes()).unwrap_or(i64::MAX));
     }
 
     fn truncate_wal(&mut self, registry: &Registry, shared: &Shared) {
@@ -506,7 +511,7 @@ impl Budget {
         shared
             .metrics
             .registry_bytes
-            .set(registry.file_bytes() as i64);
+            .set(i64::try_from(registry.file_bytes()).unwrap_or(i64::MAX));
     }
 }
 

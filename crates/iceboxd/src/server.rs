@@ -100,14 +100,14 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     }
 
     let policy = KeepAlivePolicy::new(KeepAliveConfig {
-        keep_alive_ms: cfg.keep_alive.as_millis() as u64,
-        pause_grace_ms: cfg.pause_grace.as_millis() as u64,
+        keep_alive_ms: u64::try_from(cfg.keep_alive.as_millis()).unwrap_or(u64::MAX),
+        pause_grace_ms: u64::try_from(cfg.pause_grace.as_millis()).unwrap_or(u64::MAX),
         budget_bytes: cfg.pool_memory,
         max_instances: cfg.max_instances,
     });
     policy.config().validate()?;
     let desiccant = icebox_policy::DesiccantConfig {
-        frozen_timeout_ms: cfg.reclaim_frozen_after.as_millis() as u64,
+        frozen_timeout_ms: u64::try_from(cfg.reclaim_frozen_after.as_millis()).unwrap_or(u64::MAX),
         threshold_after_eviction: cfg.reclaim_threshold_min,
         threshold_max: cfg.reclaim_threshold_max,
         ..Default::default()
@@ -134,7 +134,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let _partition_events = vm_shared
         .1
         .as_ref()
-        .map(|b| crate::metrics::partitions::spawn_forwarder(b, events.clone(), metrics.clone()));
+        .map(|b| crate::metrics::forward::spawn_forwarder(b, events.clone(), metrics.clone()));
     let vm_shared = vm_shared.0;
     let backends = crate::pool::backends::Backends::new(
         cfg.isolation.default_isolation(),
@@ -218,9 +218,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         metrics,
         actions: RwLock::new(actions),
         started: Instant::now(),
-        body: crate::api::BodyLimits::new(
-            cfg.effective_max_body() as usize,
-            cfg.max_payload as usize,
+        body: crate::serve::BodyLimits::new(
+            usize::try_from(cfg.effective_max_body()).unwrap_or(usize::MAX),
+            usize::try_from(cfg.max_payload).unwrap_or(usize::MAX),
             cfg.max_code_size,
             cfg.body_timeout,
             cfg.max_buffered,
@@ -240,10 +240,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let known: Vec<_> = state.actions.read().unwrap().values().cloned().collect();
     pool.start_components(&known).await;
     let manager = tokio::spawn(pool.clone().run_manager(stop_rx.clone()));
-    let shares = tokio::spawn(crate::tenants::enforce::keep_shares(
-        state.clone(),
-        stop_rx.clone(),
-    ));
+    let shares = tokio::spawn(crate::shares::keep_shares(state.clone(), stop_rx.clone()));
     let pruner = tokio::spawn(prune_loop(
         registry,
         cfg.activation_retention,
@@ -320,8 +317,7 @@ async fn vm_backend(
             None,
         );
     }
-    // SAFETY: geteuid takes nothing, touches no memory and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return (Slot::Unavailable("VM backends need root".into()), None);
     }
     let image = cfg.resolve_vm_image(runtimes_dir);
@@ -417,7 +413,11 @@ async fn prune_loop(
     loop {
         let r = registry.clone();
         let pruned = tokio::task::spawn_blocking(move || {
-            r.prune_activations(keep, max_age.as_millis() as u64, crate::now_ms())
+            r.prune_activations(
+                keep,
+                u64::try_from(max_age.as_millis()).unwrap_or(u64::MAX),
+                crate::now_ms(),
+            )
         })
         .await;
         if let Ok(Ok(n)) = pruned {
@@ -456,7 +456,8 @@ fn connection_cap(wanted: usize) -> usize {
             }
         }
     }
-    let room = lim.rlim_cur.saturating_sub(RESERVED_FDS).max(16) as usize;
+    let room =
+        usize::try_from(lim.rlim_cur.saturating_sub(RESERVED_FDS).max(16)).unwrap_or(usize::MAX);
     if room < wanted {
         tracing::warn!(
             "--max-connections {wanted} lowered to {room}: the open-file limit is {}",
@@ -488,8 +489,8 @@ fn lock_state_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
 pub fn state_tag(dir: &Path) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in dir.as_os_str().as_encoded_bytes() {
-        h ^= *b as u64;
+        h ^= u64::from(*b);
         h = h.wrapping_mul(0x100000001b3);
     }
-    format!("{:08x}", h as u32)
+    format!("{:08x}", h & 0xffff_ffff)
 }

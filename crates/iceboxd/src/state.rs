@@ -24,7 +24,7 @@ pub struct Node {
     pub actions: RwLock<HashMap<(String, String), Arc<ActionSpec>>>,
     pub started: Instant,
     /// Request-body limits (size, time, node-wide byte budget).
-    pub body: crate::api::BodyLimits,
+    pub body: crate::serve::BodyLimits,
     /// Zip and jar code, decoded, one file per content.
     pub code: crate::code_store::CodeStore,
     /// Open/evicted/refused client connections, for /metrics.

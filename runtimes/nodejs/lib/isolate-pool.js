@@ -8,7 +8,7 @@
 // (ICEBOX_ISOLATE_ENGINE): V8 isolates (lib/v8-isolate.js) or Workers (lib/worker-isolate.js);
 // both have the same small interface, which this file is written against.
 
-const { InitError, describeError } = require('./errors');
+const { InitError } = require('./errors');
 const { TIMED_OUT, json, deadlineOf } = require('./response');
 const { SampleWindow } = require('./samples');
 const { HookError } = require('./hook');

@@ -15,7 +15,6 @@ const { callHook } = require('./hook');
 const generator = random.install(Math, workerData.seed);
 
 function forward(fd, stream) {
-  // eslint-disable-next-line no-param-reassign
   stream.write = (chunk, encoding, callback) => {
     const done = typeof encoding === 'function' ? encoding : callback;
     const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('latin1');

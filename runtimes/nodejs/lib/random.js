@@ -74,7 +74,6 @@ function factoryIn(context) {
 // Replaces `math.random` (a context's Math object) with a new generator; returns it.
 function install(math, seed, factory = generatorFactory) {
   const generator = createRandom(seed, factory);
-  // eslint-disable-next-line no-param-reassign
   math.random = generator.random;
   return generator;
 }

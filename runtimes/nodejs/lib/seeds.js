@@ -23,12 +23,10 @@ function rotl(x, n) {
 }
 
 function quarterRound(s, a, b, c, d) {
-  /* eslint-disable no-param-reassign */
   s[a] += s[b]; s[d] = rotl(s[d] ^ s[a], 16);
   s[c] += s[d]; s[b] = rotl(s[b] ^ s[c], 12);
   s[a] += s[b]; s[d] = rotl(s[d] ^ s[a], 8);
   s[c] += s[d]; s[b] = rotl(s[b] ^ s[c], 7);
-  /* eslint-enable no-param-reassign */
 }
 
 // The 64-byte ChaCha20 block for a 32-byte key, a block counter and three nonce words.

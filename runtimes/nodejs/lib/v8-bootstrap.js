@@ -6,6 +6,7 @@
 // pieces kept in files of their own (lib/v8-web.js, lib/v8-node-modules.js). Everything the
 // action can reach goes through `host`, which only ever copies values across: nothing of the
 // host's heap is visible in here.
+// eslint-disable-next-line no-unused-expressions -- the file is one expression, evaluated for its value
 (function bootstrap(host, options, parts) {
   'use strict';
 

@@ -1,6 +1,7 @@
 // Not a Node.js module: part of what lib/v8-bootstrap.js builds inside each V8 isolate
 // (lib/v8-isolate.js composes the parts into one script): the Node built-in modules an isolate's `require` gives
 // beyond the npm buffer package, and base64url on that package. `web` is lib/v8-web.js's part.
+// eslint-disable-next-line no-unused-expressions -- the file is one expression, evaluated for its value
 (function nodeModules(host, web) {
   'use strict';
 

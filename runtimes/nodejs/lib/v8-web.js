@@ -1,6 +1,7 @@
 // Not a Node.js module: part of what lib/v8-bootstrap.js builds inside each V8 isolate
 // (lib/v8-isolate.js composes the parts into one script): the web APIs an isolate gets on the host's callbacks,
 // TextEncoder/TextDecoder, URL/URLSearchParams and crypto.getRandomValues/randomUUID.
+// eslint-disable-next-line no-unused-expressions -- the file is one expression, evaluated for its value
 (function webApis(host) {
   'use strict';
 

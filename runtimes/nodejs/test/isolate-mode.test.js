@@ -35,7 +35,7 @@ async function main(params) {
   switch (params.do) {
     case 'exit': process.exit(7); break;
     case 'oom': { const keep = []; for (;;) keep.push(new Array(100000).fill(threadId)); }
-    case 'spin': for (;;); // eslint-disable-line no-fallthrough
+    case 'spin': for (;;);
     case 'hang': return new Promise(() => {});
     case 'stray': return new Promise(() => setTimeout(() => { throw new Error('from a timer'); }, 0));
     case 'hold': {

@@ -35,7 +35,7 @@ test('it keeps the contract of Math.random', () => {
   const { random } = createRandom(chachaBlock(Buffer.alloc(32, 7), 0, [0, 0, 0]).subarray(0, 32));
   assert.equal(random.name, 'random');
   assert.equal(random.length, 0);
-  assert.throws(() => new random(), TypeError); // eslint-disable-line new-cap, no-new
+  assert.throws(() => new random(), TypeError); // eslint-disable-line new-cap -- a constructor call on purpose: Math.random is not one
   let min = 1;
   let max = 0;
   let sum = 0;

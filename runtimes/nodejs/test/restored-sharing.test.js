@@ -20,6 +20,7 @@ const isolateEnv = (engine) => ({
   ICEBOX_SHARING: 'isolate', ICEBOX_ISOLATE_ENGINE: engine, ICEBOX_CONCURRENCY: '4', ICEBOX_ISOLATE_MEMORY_MB: '32', ...ENGINES[engine],
 });
 
+/* global restoredCount:writable, hookSaw:writable, hookCalls:writable, atLoad:readonly -- declared in the action source these functions are sent with */
 const restored = (proxy, seed) => proxy.request('POST', '/icebox/restored', { instance: 'inst', seed });
 
 // `restoredCount` is per copy of the action (a context's or an isolate's module state).

@@ -40,7 +40,7 @@ async function main(params) {
       return { kept: keep.length };
     }
     case 'heap': { const keep = []; for (;;) keep.push(new Array(100000).fill(params.id)); }
-    case 'spin': for (;;); // eslint-disable-line no-fallthrough
+    case 'spin': for (;;);
     case 'hang': return new Promise(() => {});
     case 'throw': throw new TypeError(`bad ${params.id}`);
     case 'reject': return Promise.reject(new RangeError('rejected'));

@@ -250,7 +250,7 @@ impl Daemon {
             return;
         };
         // SAFETY: SIGTERM to the daemon this harness spawned (still our unreaped child).
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        unsafe { libc::kill(child.id().cast_signed(), libc::SIGTERM) };
         let deadline = Instant::now() + STOP_TIMEOUT;
         loop {
             match child.try_wait() {

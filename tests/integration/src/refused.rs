@@ -48,7 +48,7 @@ pub fn refused_start(state: &Path, extra: &[&str]) -> String {
         }
         if Instant::now() > deadline {
             // SAFETY: our own child, not yet reaped.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            unsafe { libc::kill(pid.cast_signed(), libc::SIGKILL) };
             let _ = child.wait();
             panic!("iceboxd kept running where it must refuse to start");
         }

@@ -84,7 +84,7 @@ impl Drop for StateInner {
         for p in &left.processes {
             if p.tie != Tie::Cgroup {
                 // SAFETY: a daemon (or its crun) started by this test for this state dir.
-                unsafe { libc::kill(p.pid as i32, libc::SIGKILL) };
+                unsafe { libc::kill(p.pid.cast_signed(), libc::SIGKILL) };
             }
         }
         leaks::force_remove_cgroups(&self.tag);

@@ -40,8 +40,7 @@ fn expected_sum() -> u64 {
 }
 
 fn zram_usable() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     let ok = root && std::path::Path::new("/sys/class/zram-control/hot_add").exists();
     if !ok {
         eprintln!("skipped: needs root and the zram module (/sys/class/zram-control)");

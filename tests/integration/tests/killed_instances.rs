@@ -7,6 +7,10 @@ use serde_json::json;
 use std::time::Duration;
 
 #[test]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a pid the daemon reported fits in pid_t"
+)]
 fn an_idle_instance_whose_runtime_is_killed_is_evicted_before_it_is_reused() {
     // A long pause grace keeps the instance idle, not frozen (a process frozen by the v1
     // freezer only dies once thawed).

@@ -95,6 +95,10 @@ fn a_restart_keeps_actions_and_activations() {
 }
 
 #[test]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a pid the daemon reported fits in u32"
+)]
 fn kill_9_leaves_no_orphans_after_the_next_start() {
     let state = StateDir::new();
     // A long pause grace keeps a fresh instance idle (not frozen) until we freeze it on purpose.
@@ -309,7 +313,7 @@ fn every_202_id_has_a_record_after_kill_9() {
         std::thread::sleep(Duration::from_secs(1));
         killed.store(true, Ordering::SeqCst);
         // SAFETY: SIGKILL to the daemon this test started (still running, not yet reaped).
-        unsafe { libc::kill(d.pid() as i32, libc::SIGKILL) };
+        unsafe { libc::kill(d.pid().cast_signed(), libc::SIGKILL) };
     });
     d.kill9();
     let accepted = accepted.into_inner().unwrap();

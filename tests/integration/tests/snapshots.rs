@@ -244,6 +244,10 @@ fn restore_failed(d: &Daemon) -> Value {
 }
 
 /// Overwrites 4 KiB in the middle of a file with garbage, its size unchanged.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "test bytes: only the low bits are wanted"
+)]
 fn scribble(path: &Path) {
     use std::os::unix::fs::FileExt;
     let len = std::fs::metadata(path).unwrap().len();
@@ -379,8 +383,7 @@ fn snapshot_files_are_readable_by_the_daemon_user_only() {
     wait_for("the loading set", Duration::from_secs(30), || {
         snapshot_of(&d, "rnd").filter(|s| s.get("loading_set").is_some())
     });
-    // SAFETY: no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     let root = d.state().path().join("snapshots");
     let mut dirs = vec![root.clone()];
     let mut seen = 0;

@@ -67,6 +67,10 @@ fn an_action_asking_for_vm_isolation_runs_in_its_own_vm() {
 }
 
 #[test]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a pid the daemon reported fits in pid_t"
+)]
 fn a_killed_qemu_ends_its_instance_and_the_next_invocation_starts_a_new_vm() {
     let d = Daemon::start(VM);
     deploy_vm(&d, "hv");

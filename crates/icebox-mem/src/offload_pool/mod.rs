@@ -303,8 +303,7 @@ fn swapped_on(name: &str, on: io::Result<bool>) -> Result<(), String> {
 /// Icebox's own tiers: zram first (if asked), then the swap file and zswap. On failure
 /// everything made so far is undone.
 fn open_own(spec: &PoolSpec, state_dir: &Path) -> io::Result<Kind> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!("--offload-pool {spec} needs root (it creates swap areas)"),

@@ -1,5 +1,6 @@
 //! `--offload-pool none|swap|zram:SIZE|swapfile:PATH:SIZE|zram:SIZE+swapfile:PATH:SIZE`.
 
+use icebox_core::units::MIB;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -119,7 +120,7 @@ impl FromStr for PoolSpec {
 }
 
 /// mkswap refuses devices of fewer than 10 pages; 1 MiB keeps the error message simple.
-const MIN_ZRAM_BYTES: u64 = 1 << 20;
+const MIN_ZRAM_BYTES: u64 = MIB;
 
 impl fmt::Display for PoolSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -28,7 +28,10 @@ impl PoolStats {
         if self.stored_bytes == 0 || self.memory_bytes == 0 {
             return 0;
         }
-        (u128::from(swapped) * u128::from(self.memory_bytes) / u128::from(self.stored_bytes)) as u64
+        u64::try_from(
+            u128::from(swapped) * u128::from(self.memory_bytes) / u128::from(self.stored_bytes),
+        )
+        .unwrap_or(u64::MAX)
     }
 
     pub fn free_bytes(&self) -> u64 {

@@ -12,8 +12,7 @@ use icebox_core::units::MIB;
 
 /// Serialises the zram tests; `None` (with the reason printed) when they cannot run here.
 pub(super) fn zram_tests() -> Option<MutexGuard<'static, ()>> {
-    // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         eprintln!("skipping: zram tests need root");
         return None;
     }

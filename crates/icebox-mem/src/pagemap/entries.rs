@@ -26,6 +26,10 @@ const ENTRIES_PER_READ: u64 = 64 << 10;
 
 /// The present and swapped anonymous pages of `pid` (within `within`, if given) from its
 /// pagemap entries.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub(crate) fn anon_pages_from_entries(pid: u32, within: Option<&PageSet>) -> io::Result<AnonPages> {
     // Inaccessible reservations are skipped for cost (they can be huge and hold no pages).
     let vmas = read_vmas(pid)?;
@@ -81,6 +85,10 @@ pub(crate) fn anon_pages_from_entries(pid: u32, within: Option<&PageSet>) -> io:
 
 /// The page frame number of the shared zero page, when this process may see frame numbers:
 /// that of a fresh anonymous page of our own after a read.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 fn zero_pfn() -> Option<u64> {
     static ZERO_PFN: OnceLock<Option<u64>> = OnceLock::new();
     *ZERO_PFN.get_or_init(|| {

@@ -121,7 +121,7 @@ fn a_zombie_has_no_pages() {
     let mut child = TestChild::spawn();
     let pid = child.pid();
     // SAFETY: signals our own child.
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    unsafe { libc::kill(pid.cast_signed(), libc::SIGKILL) };
     // Not reaped yet: a zombie, its address space gone.
     std::thread::sleep(std::time::Duration::from_millis(100));
     match anon_pages(pid) {

@@ -21,6 +21,10 @@ struct TestFile {
     inode: u64,
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "test bytes: only the low bits are wanted"
+)]
 fn fill(page: usize) -> u8 {
     (page % 251 + 1) as u8
 }
@@ -96,7 +100,7 @@ impl Mapper {
     }
 
     fn pid(&self) -> u32 {
-        self.pid as u32
+        self.pid.cast_unsigned()
     }
 
     fn reply(&self) -> u8 {
@@ -410,7 +414,7 @@ struct NodeMeasurement {
 
 impl NodeMeasurement {
     fn print(&self, what: &str) {
-        let mb = |b: u64| b as f64 / (1 << 20) as f64;
+        let mb = |b: u64| b as f64 / f64::from(1 << 20);
         eprintln!(
             "{what}: USS {:.1} → {:.1} MB; private clean file pages {:.1} → {:.1} MB; {:?}",
             mb(self.uss_before),

@@ -115,6 +115,11 @@ impl Estimate {
     }
 
     /// Bytes of an instance charged `memory` that a reclaim is expected to keep.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+    )]
     pub fn retained_bytes(&self, memory: u64) -> u64 {
         match self.retained {
             Retained::Bytes(b) => b.min(memory),
@@ -164,7 +169,7 @@ impl Sums {
 
     fn mean(total: u128, count: u64) -> u64 {
         // A mean of u64 values fits in u64.
-        (total / u128::from(count)) as u64
+        u64::try_from(total / u128::from(count)).unwrap_or(u64::MAX)
     }
 
     /// The estimate for the function these profiles came from; `None` without profiles.
@@ -335,6 +340,11 @@ mod tests {
     }
 
     #[test]
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+    )]
     fn falls_back_from_instance_to_action_to_global_to_prior() {
         let cfg = DesiccantConfig::default();
         let mut store = ProfileStore::new();

@@ -75,6 +75,11 @@ impl ReclaimThreshold {
 
     /// Full intervals after an eviction at which the threshold is back at its maximum; `None`
     /// when it never rises (a zero step).
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+    )]
     fn steps_to_max(&self) -> Option<u64> {
         if self.after_eviction >= self.max {
             return Some(0);

@@ -27,6 +27,11 @@ impl SemiWarm {
 
     /// What this rate lets an instance of `size_at_start` bytes offload in `elapsed_ms`,
     /// before any cap.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+    )]
     pub fn allowance(self, size_at_start: u64, elapsed_ms: u64) -> u64 {
         match self {
             SemiWarm::Off => 0,

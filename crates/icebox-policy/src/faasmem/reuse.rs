@@ -56,6 +56,11 @@ impl ReuseHistory {
 
     /// Nearest-rank percentile (`pct` in (0, 100]): the smallest recorded interval that at
     /// least `pct`% of the recorded intervals do not exceed. `None` without samples.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+    )]
     pub fn percentile(&self, pct: f64) -> Option<Millis> {
         if self.intervals.is_empty() {
             return None;

@@ -47,6 +47,10 @@ fn an_ml_instance_offloads_init_after_two_requests_then_rolls_back_every_ten_sec
 }
 
 #[test]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 fn a_web_instance_waits_for_its_cache_to_warm_and_rolls_back_by_requests() {
     let cfg = FaasmemConfig::default();
     let (probes, counts) = pareto_cache(32, 62, 500, 200);

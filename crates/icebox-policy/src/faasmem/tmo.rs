@@ -60,6 +60,11 @@ impl TmoController {
     /// step under `pressure`, double it back (up to the full step) without, then reclaim
     /// `fraction × instance_bytes × multiplier`, and become due again a period later. Missed
     /// periods are not made up.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+    )]
     pub fn tick(
         &mut self,
         cfg: &TmoConfig,

@@ -72,6 +72,12 @@ pub(crate) mod tests {
     /// A web function whose init segment is mostly an HTML cache: `entries` cached pages of
     /// `size` probes each, requested with Pareto (Zipf s = 1) popularity, plus `cold` probes no
     /// request touches. Expected untouched probes after each of `n` requests.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_possible_wrap,
+        clippy::cast_sign_loss,
+        reason = "an exponent counting windows: small; float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+    )]
     pub(crate) fn pareto_cache(entries: u32, size: u64, cold: u64, n: u32) -> (u64, Vec<u64>) {
         let weights: Vec<f64> = (1..=entries).map(|r| 1.0 / f64::from(r)).collect();
         let total: f64 = weights.iter().sum();
@@ -112,6 +118,10 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     fn a_sampled_web_trace_does_not_close_on_one_quiet_request() {
         // Each request fetches 3 pages: most hit pages already touched (no decline at all),
         // which must not close the window the way a stable pattern does.

@@ -110,6 +110,10 @@ impl IdleHistogram {
         self.last_end = Some(self.last_end.map_or(now, |t| t.max(now)));
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     pub fn record(&mut self, cfg: &HybridConfig, idle_ms: Millis) {
         if idle_ms >= cfg.range_ms || cfg.bin_ms == 0 {
             self.out_of_range += 1;
@@ -132,6 +136,11 @@ impl IdleHistogram {
     }
 
     /// Index of the bin holding the `p`-th percentile of the in-range samples.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+    )]
     fn percentile_bin(&self, p: f64) -> usize {
         // The smallest bin whose cumulative count reaches p % of the samples (at least one).
         let want = ((p / 100.0) * f64::from(self.in_range)).ceil().max(1.0) as u64;
@@ -161,6 +170,11 @@ impl HybridPolicy {
     }
 
     /// The windows for an instance of the function whose histogram is `h`, going idle now.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+    )]
     pub fn windows(&self, h: &IdleHistogram) -> Windows {
         let c = &self.cfg;
         let total = h.in_range + h.out_of_range;

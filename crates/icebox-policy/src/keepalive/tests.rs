@@ -390,6 +390,10 @@ fn driving_the_pool_by_deadlines_hits_every_transition_exactly() {
     assert!(pool.is_empty());
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 fn random_pool(rng: &mut SplitMix64, now: Millis) -> Vec<PoolEntry> {
     let n = rng.range(0, 40) as usize;
     (0..n)

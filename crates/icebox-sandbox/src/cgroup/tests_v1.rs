@@ -157,6 +157,11 @@ fn memory_limit_oom_kills_and_is_counted() {
 
 /// Forks until fork fails; reports (successful forks, errno) through `report` and waits
 /// to be killed. Runs in a forked child: async-signal-safe calls only.
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "an errno fits in a byte"
+)]
 fn fork_until_refused(report: i32) -> i32 {
     let mut forks: u8 = 0;
     let errno = loop {

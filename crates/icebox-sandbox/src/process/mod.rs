@@ -5,6 +5,7 @@
 mod crun;
 mod oci;
 mod pidfd;
+mod restored;
 mod rlimit;
 mod sandbox;
 mod snapshot;
@@ -78,8 +79,7 @@ impl ProcessBackend {
     /// `tag` distinguishes daemons (one per state dir) on one host, so start-up cleanup only
     /// ever touches this daemon's leftovers.
     pub fn new(state_dir: &Path, tag: &str, mode: IsolationMode) -> anyhow::Result<ProcessBackend> {
-        // SAFETY: geteuid takes nothing, touches no memory and cannot fail.
-        let is_root = unsafe { libc::geteuid() } == 0;
+        let is_root = rustix::process::geteuid().is_root();
         let crun_bin = Crun::find();
         let use_crun = match mode {
             IsolationMode::None => false,
@@ -312,7 +312,9 @@ impl ProcessBackend {
             RuntimeClient::new(socket),
             Arc::new(LogCollector::new()),
             pid,
-            Isolation::ProcessGroup { pgid: pid as i32 },
+            Isolation::ProcessGroup {
+                pgid: pid.cast_signed(),
+            },
         );
         sandbox.watch_child(stdout, stderr, child);
         Ok(sandbox)
@@ -369,7 +371,9 @@ impl SandboxBackend for ProcessBackend {
             return Err(if died {
                 SandboxError::RuntimeExited(output)
             } else {
-                SandboxError::StartTimeout(START_TIMEOUT.as_millis() as u64)
+                SandboxError::StartTimeout(
+                    u64::try_from(START_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
+                )
             });
         }
         Ok(sandbox)

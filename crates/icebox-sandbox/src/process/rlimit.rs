@@ -18,7 +18,7 @@ pub fn set_nofile(pids: &[u32], nofile: u64) -> std::io::Result<()> {
         // SAFETY: prlimit with a valid struct and no old-limit pointer.
         let rc = unsafe {
             libc::prlimit(
-                pid as libc::pid_t,
+                pid.cast_signed(),
                 libc::RLIMIT_NOFILE,
                 &limit,
                 std::ptr::null_mut(),

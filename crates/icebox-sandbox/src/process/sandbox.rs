@@ -45,7 +45,7 @@ pub struct ProcessSandbox {
     destroyed: AtomicBool,
     /// What it was started as (a snapshot records it, a restore must match it).
     spec: OnceLock<InstanceSpec>,
-    restored: OnceLock<super::snapshot::Restored>,
+    restored: OnceLock<super::restored::Restored>,
     /// The instance's own uid, given back once its processes are gone.
     uid: std::sync::Mutex<Option<super::uids::UidLease>>,
 }
@@ -103,11 +103,11 @@ impl ProcessSandbox {
         self.uid.lock().unwrap().as_ref().map(|l| l.uid())
     }
 
-    pub(super) fn restored(&self) -> Option<&super::snapshot::Restored> {
+    pub(super) fn restored(&self) -> Option<&super::restored::Restored> {
         self.restored.get()
     }
 
-    pub(super) fn set_restored(&self, restored: super::snapshot::Restored) {
+    pub(super) fn set_restored(&self, restored: super::restored::Restored) {
         let _ = self.restored.set(restored);
     }
 

@@ -7,13 +7,9 @@
 //! invocation into the snapshot's loading set.
 
 mod meta;
-mod restored;
-
-pub(super) use self::meta::META_FILE;
-
-pub(super) use self::restored::Restored;
 
 use self::meta::{DumpedPipe, SnapshotMeta, IMAGES_DIR};
+use super::restored::{self, Restored};
 use super::sandbox::{Isolation, ProcessSandbox};
 use super::{oci, pidfd, socket_dir, ProcessBackend};
 use crate::cgroup::CgroupLimits;
@@ -98,7 +94,7 @@ impl Snapshots for ProcessBackend {
         Ok(SnapshotInfo {
             backend: "crun".into(),
             memory_bytes: meta.memory_bytes,
-            took_ms: started.elapsed().as_millis() as u64,
+            took_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         })
     }
 
@@ -175,7 +171,7 @@ impl Snapshots for ProcessBackend {
             zero_pages: index.zero_pages,
             loading_set_pages: index.pages(),
             regions: index.regions.len() as u64,
-            groups: index.groups as u64,
+            groups: u64::from(index.groups),
         })
     }
 }
@@ -406,7 +402,7 @@ async fn write_meta(
     started: Instant,
 ) -> Result<SnapshotMeta, SandboxError> {
     let images = dir.join(IMAGES_DIR);
-    let dump_ms = started.elapsed().as_millis() as u64;
+    let dump_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let criu_version = criu.version.clone();
     let images_for_meta = images.clone();
     let mut meta = tokio::task::spawn_blocking(move || -> std::io::Result<SnapshotMeta> {

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 /// Host-wide: every daemon on the host must see the same locks.
 const LOCK_DIR: &str = "/run/icebox/uids";
 /// The snapshot metadata file a pin is checked against (the backend's `snapshot.json`).
-const META_FILE: &str = super::snapshot::META_FILE;
+const META_FILE: &str = crate::SNAPSHOT_META_FILE;
 
 /// `--uid-range FIRST-LAST`, both included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -82,6 +82,10 @@ pub struct Sim<'a> {
 impl<'a> Sim<'a> {
     /// `func_class[f]` is the profile of trace function `f`; `homes[f]` a stable hash of its
     /// name, for OpenWhisk's home node.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a remainder modulo a u32 node count"
+    )]
     pub fn new(
         cfg: &'a SimConfig,
         classes: &'a [Resolved],
@@ -198,6 +202,10 @@ impl<'a> Sim<'a> {
 
     /// Moves the clock to `t`, integrating memory over the counted period and sampling the
     /// timeline at every whole simulated second passed.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "indices and counts of a simulated cluster (functions, instances, nodes, queued calls) stay far below 2^32"
+    )]
     fn advance(&mut self, t: u64) {
         if t <= self.now {
             return;
@@ -375,6 +383,10 @@ impl<'a> Sim<'a> {
 
     /// The node for a new instance needing `need` bytes, or `None` when no node can hold it
     /// even after evicting idle instances (or, with `evict` false, without evicting).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "indices and counts of a simulated cluster (functions, instances, nodes, queued calls) stay far below 2^32; a remainder modulo a u32 node count"
+    )]
     fn choose_node(&self, func: u32, need: u64, cpu: u32, evict: bool) -> Option<u32> {
         let cores = self.cfg.node_cores;
         let cpu_ok = |n: &Node| cores == 0 || n.cores_used + cpu <= cores;
@@ -653,6 +665,10 @@ impl<'a> Sim<'a> {
         }
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "indices and counts of a simulated cluster (functions, instances, nodes, queued calls) stay far below 2^32"
+    )]
     fn mark_busy(&mut self, i: u32) {
         let func = self.insts[i as usize].func as usize;
         let pos = self.funcs[func].busy.len() as u32;
@@ -662,6 +678,10 @@ impl<'a> Sim<'a> {
         self.busy_insts += 1;
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "indices and counts of a simulated cluster (functions, instances, nodes, queued calls) stay far below 2^32"
+    )]
     fn unmark_busy(&mut self, i: u32) {
         let (func, pos, charge) = {
             let x = &self.insts[i as usize];
@@ -676,6 +696,10 @@ impl<'a> Sim<'a> {
         self.busy_insts -= 1;
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "indices and counts of a simulated cluster (functions, instances, nodes, queued calls) stay far below 2^32"
+    )]
     fn create(&mut self, func: u32, node: u32, charge: u64) -> u32 {
         let i = match self.free_slots.pop() {
             Some(i) => i,

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-const GIB: f64 = (1u64 << 30) as f64;
+const GIB: f64 = icebox_core::units::GIB as f64;
 
 /// Accumulated while the simulation runs.
 #[derive(Debug, Clone, Default)]
@@ -76,6 +76,11 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+    )]
     pub fn from_counters(
         mut c: Counters,
         counted_ms: u64,

@@ -48,6 +48,10 @@ fn ev(t: u64, func: u32) -> SimEvent {
 }
 
 /// Runs with one profile per function (function i uses classes[i]).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "indices and counts of a simulated cluster (functions, instances, nodes, queued calls) stay far below 2^32"
+)]
 fn run(cfg: &SimConfig, classes: &[Resolved], events: &[SimEvent]) -> Metrics {
     let map: Vec<u32> = (0..classes.len() as u32).collect();
     let homes: Vec<u64> = (0..classes.len() as u64)
@@ -140,7 +144,7 @@ fn calls_that_fit_nowhere_queue_until_memory_frees() {
     let m = run(&c, &classes, &[ev(0, 0), ev(5, 1)]);
     assert_eq!((m.queued, m.cold_starts, m.evictions), (1, 2, 1));
     assert_eq!(m.queue_delay_ms_max, 1_010 - 5);
-    assert_eq!(m.latency_ms_p99, (1_010 - 5 + 10 + 1_000) as f64);
+    assert_eq!(m.latency_ms_p99, f64::from(1_010 - 5 + 10 + 1_000));
     assert_eq!(m.still_queued_at_end, 0);
 }
 

@@ -14,6 +14,10 @@ use std::path::{Path, PathBuf};
 
 /// Times (trace ms) of `count` invocations in `minute`, ascending. Random draws depend only on
 /// (seed, function, minute), so a minute expands the same whatever window or row order.
+#[expect(
+    clippy::cast_sign_loss,
+    reason = "a hash input: the bits are what matter"
+)]
 pub fn expand_minute(
     minute: i64,
     count: u32,

@@ -6,6 +6,11 @@ use anyhow::Result;
 use std::collections::HashMap;
 use std::path::Path;
 
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "float to integer `as` saturates and maps NaN to 0; trace times in ms are far inside i64; float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+)]
 pub fn load(path: &Path) -> Result<Trace> {
     let path = if path.is_dir() {
         path.join("invocations.csv")

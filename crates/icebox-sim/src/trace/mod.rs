@@ -90,6 +90,11 @@ impl Trace {
     }
 
     /// Per-minute invocation totals, for `--busiest` (first minute, counts).
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "minutes counted from the trace's first minute are not negative, and few"
+    )]
     pub fn minute_totals(&self) -> (i64, Vec<u64>) {
         let Some(first) = self.events.first() else {
             return (0, Vec::new());
@@ -120,6 +125,10 @@ impl Trace {
         }
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "indices and counts of a simulated cluster (functions, instances, nodes, queued calls) stay far below 2^32"
+    )]
     pub fn intern(
         &mut self,
         name: &str,

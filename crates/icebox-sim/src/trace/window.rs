@@ -15,6 +15,10 @@ impl Window {
     }
 
     /// `START:END` in trace minutes (the 2019 trace's minute columns).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "float to integer `as` saturates and maps NaN to 0; trace times in ms are far inside i64"
+    )]
     pub fn parse_minutes(s: &str) -> Result<Window> {
         let Some((a, b)) = s.split_once(':') else {
             bail!("'{s}': expected START:END in minutes, e.g. 663:673");
@@ -37,6 +41,7 @@ impl Window {
 
 /// The `len_min`-minute window (aligned to minutes) with the most invocations; the earliest on
 /// ties. `counts[i]` is the number of invocations in minute `first_minute + i`.
+#[expect(clippy::cast_possible_wrap, reason = "minutes of a trace, few")]
 pub fn busiest_window(first_minute: i64, counts: &[u64], len_min: usize) -> Option<Window> {
     if counts.is_empty() || len_min == 0 {
         return None;

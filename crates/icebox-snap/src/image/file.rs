@@ -81,6 +81,10 @@ fn frames(data: &[u8], magic: u32) -> Result<Vec<(usize, &[u8])>, String> {
 
 /// Writes an image: the magics, then each entry framed. Written to `path` directly; callers
 /// that replace an image write a sibling and rename it.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a CRIU image entry is far below 4 GiB"
+)]
 pub fn write_image(path: &Path, magic: u32, entries: &[&dyn EncodeEntry]) -> io::Result<()> {
     let mut buf = Vec::with_capacity(8 + entries.len() * 16);
     buf.extend_from_slice(&IMG_COMMON_MAGIC.to_le_bytes());

@@ -58,7 +58,7 @@ impl TaskMemory {
             last_end = entry.end();
             offsets.push(at);
             if entry.is_present() {
-                at += entry.nr_pages as u64 * PAGE_SIZE;
+                at += u64::from(entry.nr_pages) * PAGE_SIZE;
             }
         }
         Ok(TaskMemory {
@@ -90,7 +90,7 @@ impl TaskMemory {
         let skip = (vaddr - entry.vaddr) / PAGE_SIZE;
         Some(Stored {
             vaddr: entry.vaddr + skip * PAGE_SIZE,
-            pages: entry.nr_pages as u64 - skip,
+            pages: u64::from(entry.nr_pages) - skip,
             offset: self.offsets[i] + skip * PAGE_SIZE,
             lazy: entry.is_lazy(),
         })
@@ -104,7 +104,7 @@ impl TaskMemory {
             .filter(|(e, _)| e.is_present())
             .map(|(e, off)| Stored {
                 vaddr: e.vaddr,
-                pages: e.nr_pages as u64,
+                pages: u64::from(e.nr_pages),
                 offset: *off,
                 lazy: e.is_lazy(),
             })

@@ -112,6 +112,6 @@ impl PagemapEntry {
     }
 
     pub fn end(&self) -> u64 {
-        self.vaddr + self.nr_pages as u64 * crate::PAGE_SIZE
+        self.vaddr + u64::from(self.nr_pages) * crate::PAGE_SIZE
     }
 }

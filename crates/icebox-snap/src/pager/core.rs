@@ -6,7 +6,7 @@
 
 use super::pending::{Pending, Run};
 use super::source::{Mapped, TaskSource};
-use super::stats::PagerStats;
+use super::stats::{By, PagerStats};
 use super::uffd::{self, Fill, Msg};
 use crate::loadset_file::TouchedPage;
 use crate::PAGE_SIZE;
@@ -36,13 +36,6 @@ pub struct State {
     /// REAP mode: faults wait until the loading set is in.
     pub hold_faults: bool,
     pub stats: PagerStats,
-}
-
-/// Who installs pages (for the statistics).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum By {
-    Fault,
-    Loader,
 }
 
 /// How an installation ended.

@@ -15,6 +15,11 @@ use std::sync::atomic::Ordering;
 
 /// The handler thread: accepts criu's connection, takes the tasks' userfaultfds, and serves
 /// them until stopped or until every address space is gone.
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    reason = "the epoll event buffer is small and fixed; u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub(super) fn handle(
     core: &Core,
     listener: std::os::unix::net::UnixListener,
@@ -56,7 +61,7 @@ pub(super) fn handle(
         if core.stop.load(Ordering::SeqCst) {
             return Ok(());
         }
-        for ev in &events[..n as usize] {
+        for ev in &events[..n.unsigned_abs() as usize] {
             match ev.u64 {
                 TOKEN_STOP => return Ok(()),
                 TOKEN_LISTEN => {

@@ -4,13 +4,14 @@
 use super::core::{Core, Outcome};
 use crate::loadset_file;
 use crate::PAGE_SIZE;
+use icebox_core::units::MIB;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Largest piece installed under one hold of the lock, so faults wait little behind it.
 const LOAD_CHUNK_PAGES: u64 = 64;
 /// How far ahead of the loader the loading set file is read.
-const READ_AHEAD: u64 = 4 << 20;
+const READ_AHEAD: u64 = 4 * MIB;
 
 /// REAP: the whole loading set, before any fault is served (faults read meanwhile wait).
 pub(super) fn reap(core: &Core, plan: &[loadset_file::IndexRegion]) {

@@ -62,19 +62,19 @@ pub fn next(conn: &UnixStream) -> io::Result<Hello> {
             }
             return Err(err);
         }
-        got += n as usize;
+        got += n.cast_unsigned();
     }
     let value = u32::from_ne_bytes(word);
     if value == RESTORE_FINISHED {
         return Ok(Hello::Finished);
     }
-    let pid = value as i32;
+    let pid = value.cast_signed();
     if pid <= 0 {
         return Ok(Hello::Zombie);
     }
     let uffd = recv_fd(conn.as_raw_fd())?;
     Ok(Hello::Task {
-        pid: pid as u32,
+        pid: pid.cast_unsigned(),
         uffd,
     })
 }

@@ -31,6 +31,10 @@ unsafe impl Send for Mapped {}
 unsafe impl Sync for Mapped {}
 
 impl Mapped {
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     pub fn open(path: &Path) -> io::Result<Mapped> {
         let file = File::open(path)?;
         let len = file.metadata()?.len() as usize;
@@ -118,6 +122,10 @@ impl Mapped {
     }
 
     /// Address of byte `offset`; `offset + len` must lie inside the file.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     pub fn at(&self, offset: u64, len: u64) -> Option<*const u8> {
         (offset.checked_add(len)? <= self.len as u64 && len > 0).then(|| {
             // SAFETY: offset + len <= self.len, checked just above: the pointer stays inside
@@ -128,6 +136,10 @@ impl Mapped {
 
     /// Reads `offset..offset+len` into the page cache and this mapping now (the loader does
     /// it before taking the pager's lock, so copies under the lock do not wait for the disk).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     pub fn populate(&self, offset: u64, len: u64) {
         let Some(ptr) = self.at(offset, len) else {
             return;
@@ -144,6 +156,10 @@ impl Mapped {
     }
 
     /// Starts reading `offset..offset+len` in the background.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     pub fn will_need(&self, offset: u64, len: u64) {
         let len = len.min((self.len as u64).saturating_sub(offset));
         if let Some(ptr) = self.at(offset, len) {

@@ -1,7 +1,13 @@
 //! What a pager did, for events and views (`Sandbox::restore_stats`).
 
-use super::core::By;
 use crate::PAGE_SIZE;
+
+/// Who installs pages (for the statistics).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    Fault,
+    Loader,
+}
 
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct PagerStats {

@@ -81,6 +81,10 @@ pub enum Msg {
 
 pub const MSG_SIZE: usize = 32;
 
+#[expect(
+    clippy::cast_possible_wrap,
+    reason = "the fd field of a userfaultfd message is an int the kernel wrote"
+)]
 pub fn parse(raw: &[u8; MSG_SIZE]) -> Msg {
     let u64_at = |at: usize| u64::from_ne_bytes(raw[at..at + 8].try_into().unwrap());
     let u32_at = |at: usize| u32::from_ne_bytes(raw[at..at + 4].try_into().unwrap());
@@ -129,7 +133,7 @@ pub fn read_msgs(fd: BorrowedFd<'_>, out: &mut Vec<Msg>) -> io::Result<()> {
                 _ => Err(err),
             };
         }
-        let n = n as usize / MSG_SIZE;
+        let n = n.cast_unsigned() / MSG_SIZE;
         out.extend(buf[..n].iter().map(parse));
         if n < buf.len() {
             return Ok(());
@@ -153,7 +157,7 @@ fn fill_result(rc: i32, done: i64, len: u64) -> Fill {
     let errno = io::Error::last_os_error()
         .raw_os_error()
         .unwrap_or(libc::EIO);
-    let bytes = if done > 0 { done as u64 } else { 0 };
+    let bytes = u64::try_from(done).unwrap_or(0);
     if bytes >= len {
         return Fill::Done;
     }

@@ -1,15 +1,17 @@
 //! The `vm` backend: one instance per QEMU VM (AWS Lambda's 1:1 model).
 
 pub(crate) mod orphans;
+pub mod ram;
 mod sandbox;
 
-pub use sandbox::{SnapshotSource, VmSandbox};
+pub use sandbox::{RestoredVm, SnapshotSource, VmSandbox};
 
 use crate::accel::{self, Accel, AccelChoice};
 use crate::image::GuestImage;
 use crate::qemu::{MemoryBackend, VmConfig};
 use crate::vm::{Vm, VmPaths};
 use async_trait::async_trait;
+use icebox_core::units::MIB;
 use icebox_guest::protocol::StartRequest;
 use icebox_guest::AgentError;
 use icebox_sandbox_api::{
@@ -59,7 +61,7 @@ impl VmBackendConfig {
             ready_timeout: Duration::from_secs(120),
             ping_interval: Duration::from_secs(2),
             ping_timeout: Duration::from_secs(10),
-            ram_dir: crate::snapshot::ram::default_dir(),
+            ram_dir: ram::default_dir(),
         }
     }
 }
@@ -104,7 +106,7 @@ impl VmBackend {
 
     /// The file an instance's guest RAM lives in, when VMs have file-backed RAM.
     pub fn ram_file(&self, id: &str) -> Option<PathBuf> {
-        let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
+        let prefix = ram::prefix(&self.cfg.state_dir);
         self.cfg
             .ram_dir
             .as_ref()
@@ -113,11 +115,11 @@ impl VmBackend {
 
     /// The RAM files of this backend's VMs now.
     pub fn ram_files(&self) -> Vec<PathBuf> {
-        let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
+        let prefix = ram::prefix(&self.cfg.state_dir);
         self.cfg
             .ram_dir
             .as_ref()
-            .map(|d| crate::snapshot::ram::files(d, &prefix))
+            .map(|d| ram::files(d, &prefix))
             .unwrap_or_default()
     }
 
@@ -138,7 +140,7 @@ impl VmBackend {
 
     /// Guest RAM for an instance with this memory limit.
     pub fn vm_memory_mib(&self, memory_limit_bytes: u64) -> u64 {
-        memory_limit_bytes.div_ceil(1 << 20) + self.cfg.guest_overhead_mib
+        memory_limit_bytes.div_ceil(MIB) + self.cfg.guest_overhead_mib
     }
 
     /// The VM an instance with this memory limit gets. A snapshot restore must use the same
@@ -220,7 +222,9 @@ impl VmBackend {
         match agent.start(request).await {
             Ok(_) => {}
             Err(AgentError::Timeout(t)) => {
-                return Err(SandboxError::StartTimeout(t.as_millis() as u64))
+                return Err(SandboxError::StartTimeout(
+                    u64::try_from(t.as_millis()).unwrap_or(u64::MAX),
+                ))
             }
             Err(e) => return Err(SandboxError::agent("start", e)),
         }
@@ -268,8 +272,8 @@ impl SandboxBackend for VmBackend {
         let cleaned = orphans::cleanup(&self.instances_dir).await?;
         // Their QEMUs are gone: nothing maps these RAM files any more.
         if let Some(dir) = &self.cfg.ram_dir {
-            let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
-            crate::snapshot::ram::remove_all(dir, &prefix);
+            let prefix = ram::prefix(&self.cfg.state_dir);
+            ram::remove_all(dir, &prefix);
         }
         Ok(cleaned)
     }
@@ -278,8 +282,8 @@ impl SandboxBackend for VmBackend {
     /// (a snapshot template still being built at shutdown): its memory goes with its QEMU.
     async fn shutdown(&self) {
         if let Some(dir) = &self.cfg.ram_dir {
-            let prefix = crate::snapshot::ram::prefix(&self.cfg.state_dir);
-            crate::snapshot::ram::remove_all(dir, &prefix);
+            let prefix = ram::prefix(&self.cfg.state_dir);
+            ram::remove_all(dir, &prefix);
         }
     }
 
@@ -330,6 +334,6 @@ pub(crate) fn guest_start_request(
         pids_max: spec.pids_max,
         tmp_bytes: spec.tmp_bytes,
         numa_node: node,
-        wait_ready_ms: Some(ready_timeout.as_millis() as u64),
+        wait_ready_ms: Some(u64::try_from(ready_timeout.as_millis()).unwrap_or(u64::MAX)),
     })
 }

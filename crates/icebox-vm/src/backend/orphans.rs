@@ -15,7 +15,7 @@ pub async fn kill_recorded(dir: &Path) {
         return;
     }
     // SAFETY: signalling a process just verified to be this VM's QEMU.
-    unsafe { libc::kill(marker.pid as i32, libc::SIGKILL) };
+    unsafe { libc::kill(marker.pid.cast_signed(), libc::SIGKILL) };
     for _ in 0..500 {
         if !marker.is_alive_and_ours() {
             return;

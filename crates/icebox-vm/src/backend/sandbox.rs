@@ -1,7 +1,6 @@
 //! One instance of the `vm` backend: a VM whose agent runs one runtime.
 
 use super::{host_socket, VmBackendConfig};
-use crate::snapshot::Restored;
 use crate::vm::Vm;
 use async_trait::async_trait;
 use icebox_core::MemoryStats;
@@ -9,6 +8,7 @@ use icebox_guest::protocol::{Event, InstanceStats, Stats};
 use icebox_guest::{AgentError, EventStream, Forwarder};
 use icebox_sandbox_api::ExitLatch;
 use icebox_sandbox_api::{ExitCause, LogCollector, RuntimeClient, Sandbox};
+use std::any::Any;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -37,7 +37,18 @@ pub struct VmSandbox {
     /// Set for a VM whose RAM is a shared file it can be snapshotted from.
     snapshot_source: OnceLock<SnapshotSource>,
     /// Set for a VM restored from a snapshot.
-    restored: Option<Restored>,
+    restored: Option<Box<dyn RestoredVm>>,
+}
+
+/// What a VM restored from a snapshot keeps beside it while it runs (the snapshot module's
+/// `Restored`: its loader, its recorder, its figures). The sandbox stops it when the VM goes
+/// and reports its figures; the snapshot module, built on this backend, gets its own type
+/// back (`restored_as`). A trait, so that this backend does not depend on that module.
+pub trait RestoredVm: Any + Send + Sync {
+    /// The instance is going: whatever still runs beside it stops.
+    fn stop(&self);
+    /// What `Sandbox::restore_stats` reports.
+    fn stats(&self) -> serde_json::Value;
 }
 
 /// What a snapshot of this VM is taken from and must record.
@@ -67,7 +78,7 @@ impl VmSandbox {
         guest_id: String,
         vm: Vm,
         cfg: VmBackendConfig,
-        restored: Restored,
+        restored: Box<dyn RestoredVm>,
     ) -> Arc<VmSandbox> {
         let logs = Arc::new(LogCollector::new());
         Self::build(id, guest_id, vm, logs, cfg, Some(restored))
@@ -79,7 +90,7 @@ impl VmSandbox {
         vm: Vm,
         logs: Arc<LogCollector>,
         cfg: VmBackendConfig,
-        restored: Option<Restored>,
+        restored: Option<Box<dyn RestoredVm>>,
     ) -> Arc<VmSandbox> {
         let client = RuntimeClient::new(host_socket(&vm.paths.dir));
         Arc::new(VmSandbox {
@@ -113,8 +124,10 @@ impl VmSandbox {
         &self.guest_id
     }
 
-    pub(crate) fn restored_state(&self) -> Option<&Restored> {
-        self.restored.as_ref()
+    /// The restore state of a VM restored from a snapshot, if it is a `T`.
+    pub(crate) fn restored_as<T: RestoredVm>(&self) -> Option<&T> {
+        let state: &dyn Any = self.restored.as_deref()?;
+        state.downcast_ref()
     }
 
     /// Ends the host's side of the VM (forwarder, agent session) and leaves the guest
@@ -336,6 +349,6 @@ impl Sandbox for VmSandbox {
     }
 
     fn restore_stats(&self) -> Option<serde_json::Value> {
-        self.restored.as_ref().map(Restored::stats)
+        self.restored.as_ref().map(|r| r.stats())
     }
 }

@@ -136,9 +136,13 @@ impl QemuProcess {
     }
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a descriptor the kernel returned (checked non-negative above) fits in an int"
+)]
 fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.cast_signed(), 0) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }

@@ -1,20 +1,17 @@
-//! What every N:1 VM of a backend shares: its configuration, the host budget, the table of
-//! VMs (one per action) and the stream of partition events.
+//! What every N:1 VM of a backend shares: its configuration, the host budget and the stream of
+//! partition events. (The table of VMs is vmhost.rs's `VmTable`.)
 
 use super::budget::{Budget, BudgetError};
 use super::config::SharedConfig;
 use super::report::{PlugReport, ReclaimReport};
 use super::slots::BudgetChange;
-use super::vmhost::SharedVm;
 use crate::accel::Accel;
 use crate::image::GuestImage;
 use serde::Serialize;
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-use tokio::sync::{broadcast, OnceCell};
+use tokio::sync::broadcast;
 
 /// The instances of one VM: same action, same runtime, same partition size.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -22,14 +19,6 @@ pub struct VmKey {
     pub action: String,
     pub kind: String,
     pub partition_bytes: u64,
-}
-
-/// A VM in the table: booted once by the first start that needs it.
-#[derive(Default)]
-pub struct VmEntry {
-    pub vm: OnceCell<Arc<SharedVm>>,
-    /// Starts under way: an empty VM they are about to use is not shut down under them.
-    pub starting: AtomicUsize,
 }
 
 /// What N:1 VMs report as they grow and shrink (`SharedBackend::subscribe`).
@@ -65,7 +54,6 @@ pub struct Common {
     pub dir: PathBuf,
     pub budget: Budget,
     pub events: broadcast::Sender<PartitionEvent>,
-    pub vms: Mutex<HashMap<VmKey, Arc<VmEntry>>>,
     next_vm: AtomicU64,
 }
 
@@ -78,7 +66,6 @@ impl Common {
             image,
             accel,
             events: broadcast::channel(1024).0,
-            vms: Mutex::new(HashMap::new()),
             next_vm: AtomicU64::new(1),
         }
     }
@@ -134,17 +121,5 @@ impl Common {
             limit = self.budget.limit().unwrap_or(0),
             "vm-shared memory"
         );
-    }
-
-    /// Drop `vm` from the table (it ended, or was shut down idle).
-    pub fn forget_vm(&self, vm: &Arc<SharedVm>) {
-        let mut vms = self.vms.lock().unwrap();
-        let same = vms
-            .get(&vm.key)
-            .and_then(|e| e.vm.get())
-            .is_some_and(|v| Arc::ptr_eq(v, vm));
-        if same {
-            vms.remove(&vm.key);
-        }
     }
 }

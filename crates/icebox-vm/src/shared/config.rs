@@ -1,6 +1,7 @@
 //! What a `vm-shared` backend is configured with, and the memory mechanisms it can use.
 
 use crate::accel::AccelChoice;
+use icebox_core::units::MIB;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -126,7 +127,7 @@ impl SharedConfig {
 
     /// An instance's partition: its memory limit rounded up to the block size.
     pub fn partition_bytes(&self, memory_limit_bytes: u64) -> u64 {
-        let block = self.block_mib << 20;
+        let block = self.block_mib * MIB;
         memory_limit_bytes.max(1).div_ceil(block) * block
     }
 }

@@ -3,6 +3,7 @@
 
 use super::config::Mode;
 use crate::qemu::{Balloon, NumaNodeConfig, VirtioMem, VmConfig};
+use icebox_core::units::MIB;
 
 /// The guest's memory block size (x86-64 Linux), the unit it adds and removes memory in.
 pub const LINUX_BLOCK_MIB: u64 = 128;
@@ -89,7 +90,7 @@ impl Layout {
 
     /// Guest RAM the balloon leaves the guest when `plugged_mib` is handed out.
     pub fn balloon_target_bytes(&self, plugged_bytes: u64) -> u64 {
-        (self.shared_mib << 20) + plugged_bytes
+        self.shared_mib * MIB + plugged_bytes
     }
 
     /// Fill in `config` (made by [`VmConfig::new`]) for this layout.

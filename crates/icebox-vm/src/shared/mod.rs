@@ -28,16 +28,18 @@ pub use vmhost::SharedVm;
 use crate::accel::{self, Accel};
 use crate::image::GuestImage;
 use async_trait::async_trait;
-use common::{Common, VmEntry};
+use common::Common;
 use icebox_sandbox_api::{InstanceSpec, MemoryBudget, Sandbox, SandboxBackend, SandboxError};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
+use vmhost::{VmEntry, VmTable};
 
 pub struct SharedBackend {
     common: Arc<Common>,
+    vms: Arc<VmTable>,
     reaper: JoinHandle<()>,
 }
 
@@ -53,8 +55,13 @@ impl SharedBackend {
         let accel = accel::resolve(cfg.accel, &cfg.qemu, &image).await?;
         let common = Arc::new(Common::new(cfg, image, accel));
         std::fs::create_dir_all(&common.dir)?;
-        let reaper = tokio::spawn(reap_idle(Arc::downgrade(&common)));
-        Ok(SharedBackend { common, reaper })
+        let vms = Arc::new(VmTable::default());
+        let reaper = tokio::spawn(reap_idle(Arc::downgrade(&common), Arc::downgrade(&vms)));
+        Ok(SharedBackend {
+            common,
+            vms,
+            reaper,
+        })
     }
 
     pub fn accel(&self) -> Accel {
@@ -78,8 +85,7 @@ impl SharedBackend {
 
     /// The VM of `action`, if one runs.
     pub fn vm_of(&self, action: &str) -> Option<Arc<SharedVm>> {
-        self.common
-            .vms
+        self.vms
             .lock()
             .unwrap()
             .iter()
@@ -98,7 +104,7 @@ impl SharedBackend {
     async fn start_in(&self, spec: &InstanceSpec) -> Result<Arc<SharedSandbox>, SandboxError> {
         let key = self.key(spec);
         let entry = {
-            let mut vms = self.common.vms.lock().unwrap();
+            let mut vms = self.vms.lock().unwrap();
             let entry = vms.entry(key.clone()).or_default().clone();
             entry.starting.fetch_add(1, Ordering::SeqCst);
             entry
@@ -109,7 +115,7 @@ impl SharedBackend {
             .vm
             .get_or_try_init(|| {
                 booted = true;
-                SharedVm::boot(&self.common, key.clone(), spec)
+                SharedVm::boot(&self.common, &self.vms, key.clone(), spec)
             })
             .await?
             .clone();
@@ -130,14 +136,14 @@ impl Drop for Starting<'_> {
 
 /// Shuts down VMs that have been empty for `idle_vm_timeout`, and forgets entries whose
 /// boot failed.
-async fn reap_idle(common: Weak<Common>) {
+async fn reap_idle(common: Weak<Common>, vms: Weak<VmTable>) {
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let Some(common) = common.upgrade() else {
+        let (Some(common), Some(vms)) = (common.upgrade(), vms.upgrade()) else {
             return;
         };
         let idle: Vec<Arc<SharedVm>> = {
-            let mut vms = common.vms.lock().unwrap();
+            let mut vms = vms.lock().unwrap();
             let timeout = common.cfg.idle_vm_timeout;
             let mut idle = Vec::new();
             vms.retain(|_, e| {
@@ -168,7 +174,7 @@ impl Drop for SharedBackend {
     /// the VMs and what they share.
     fn drop(&mut self) {
         self.reaper.abort();
-        let vms: Vec<_> = self.common.vms.lock().unwrap().drain().collect();
+        let vms: Vec<_> = self.vms.lock().unwrap().drain().collect();
         for (_, entry) in vms {
             if let Some(vm) = entry.vm.get() {
                 vm.vm().qemu.kill();
@@ -205,7 +211,7 @@ impl SandboxBackend for SharedBackend {
     /// Waits (bounded) for unplugs in flight, then ends every VM.
     async fn shutdown(&self) {
         let vms: Vec<Arc<SharedVm>> = {
-            let mut table = self.common.vms.lock().unwrap();
+            let mut table = self.vms.lock().unwrap();
             table
                 .drain()
                 .filter_map(|(_, e)| e.vm.get().cloned())

@@ -56,6 +56,10 @@ impl Resizer {
     }
 
     /// Give partition `p` `bytes` of memory and wait until the guest has it online.
+    #[expect(
+        clippy::cast_possible_wrap,
+        reason = "these sizes and offsets stay below 2^63"
+    )]
     pub async fn plug(
         &self,
         qmp: &Qmp,
@@ -112,6 +116,10 @@ impl Resizer {
     }
 
     /// Take partition `p`'s `bytes` back and wait until the host has them.
+    #[expect(
+        clippy::cast_possible_wrap,
+        reason = "these sizes and offsets stay below 2^63"
+    )]
     pub async fn unplug(
         &self,
         qmp: &Qmp,
@@ -155,7 +163,8 @@ impl Resizer {
 
     fn add_target(&self, delta: i64) -> u64 {
         let mut t = self.target.lock().unwrap();
-        *t = (*t as i64 + delta).max(0) as u64;
+        *t =
+            u64::try_from(i64::try_from(*t).unwrap_or(i64::MAX).saturating_add(delta)).unwrap_or(0);
         *t
     }
 

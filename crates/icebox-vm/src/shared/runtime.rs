@@ -5,8 +5,9 @@
 //! first is cached in its partition and outlives it there, so the unplug has to migrate it.
 //! Hence every file an instance is likely to read is read on node 0 when the VM boots.
 
-use super::common::Common;
+use super::config::SharedConfig;
 use crate::image::GuestImage;
+use icebox_core::units::MIB;
 use icebox_guest::protocol::{Event, StartRequest};
 use icebox_guest::{AgentClient, EventStream};
 use icebox_sandbox_api::{InstanceSpec, SandboxError};
@@ -60,12 +61,13 @@ fn warmup_request(
 /// stopped. Failures are only logged: the instance's own start reports a broken runtime.
 pub async fn warm_up(
     agent: &AgentClient,
-    common: &Common,
+    image: &GuestImage,
+    cfg: &SharedConfig,
     spec: &InstanceSpec,
     events: &mut EventStream,
 ) {
     let t0 = Instant::now();
-    let request = match warmup_request(&common.image, spec, common.cfg.ready_timeout) {
+    let request = match warmup_request(image, spec, cfg.ready_timeout) {
         Ok(r) => r,
         Err(e) => return tracing::warn!("no runtime warm-up: {e}"),
     };
@@ -73,7 +75,7 @@ pub async fn warm_up(
         .runtime
         .dir
         .file_name()
-        .and_then(|n| common.image.runtime_dir(&n.to_string_lossy()));
+        .and_then(|n| image.runtime_dir(&n.to_string_lossy()));
     let mut argv = vec![
         "/usr/bin/python3".to_string(),
         "-S".to_string(),
@@ -91,9 +93,9 @@ pub async fn warm_up(
         argv,
         env: Vec::new(),
         // Its page cache is charged to it: a smaller limit would evict what it read.
-        memory_limit_bytes: common.cfg.shared_mib << 20,
+        memory_limit_bytes: cfg.shared_mib * MIB,
         pids_max: 16,
-        tmp_bytes: 1 << 20,
+        tmp_bytes: MIB,
         numa_node: Some(0),
         wait_ready_ms: None,
     };
@@ -107,7 +109,7 @@ pub async fn warm_up(
                 }
                 None
             };
-            match tokio::time::timeout(common.cfg.ready_timeout, exited).await {
+            match tokio::time::timeout(cfg.ready_timeout, exited).await {
                 Ok(Some(0)) => {}
                 Ok(code) => tracing::warn!(?code, "reading the runtime's files on node 0 failed"),
                 Err(_) => {
@@ -124,5 +126,5 @@ pub async fn warm_up(
     if let Err(e) = agent.stop(WARMUP_ID).await {
         tracing::warn!("stopping the runtime warm-up: {e}");
     }
-    tracing::debug!(action = %spec.action, ms = t0.elapsed().as_millis() as u64, "vm-shared warm-up done");
+    tracing::debug!(action = %spec.action, ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX), "vm-shared warm-up done");
 }

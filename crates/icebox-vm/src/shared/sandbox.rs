@@ -5,6 +5,7 @@ use super::report::{PlugReport, ReclaimReport};
 use super::vmhost::SharedVm;
 use super::Mode;
 use async_trait::async_trait;
+use icebox_core::units::MIB;
 use icebox_core::MemoryStats;
 use icebox_guest::protocol::{InstanceStats, StartRequest};
 use icebox_guest::{AgentError, Forwarder};
@@ -112,7 +113,9 @@ impl SharedSandbox {
         match agent.start(request).await {
             Ok(_) => {}
             Err(AgentError::Timeout(t)) => {
-                return Err(SandboxError::StartTimeout(t.as_millis() as u64))
+                return Err(SandboxError::StartTimeout(
+                    u64::try_from(t.as_millis()).unwrap_or(u64::MAX),
+                ))
             }
             Err(e) => return Err(SandboxError::agent("start", e)),
         }
@@ -215,7 +218,7 @@ impl Sandbox for SharedSandbox {
             .unwrap_or(0);
         let host = match self.vm.layout.mode {
             Mode::Squeezy => self.pids().first().and_then(|&pid| {
-                process_region_rss(pid, self.vm.layout.device_mib(self.partition) << 20)
+                process_region_rss(pid, self.vm.layout.device_mib(self.partition) * MIB)
             }),
             Mode::VirtioMem | Mode::Balloon => None,
         }

@@ -60,6 +60,10 @@ impl Slots {
     }
 
     /// The lowest free partition, now held by `instance`.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "partitions per VM: a handful"
+    )]
     pub fn claim(&mut self, instance: &str, bytes: u64) -> Option<u32> {
         if self.closed {
             return None;
@@ -145,6 +149,10 @@ impl Slots {
     }
 
     /// The VM is gone: every partition's memory went with it.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "partitions per VM: a handful"
+    )]
     pub fn close(&mut self) -> Vec<BudgetChange> {
         if self.closed {
             return Vec::new();

@@ -16,9 +16,10 @@ use icebox_guest::{AgentError, EventStream};
 use icebox_sandbox_api::{ExitCause, InstanceSpec, SandboxError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OnceCell};
 use tokio::task::JoinHandle;
 
 /// QEMU binds its sockets by path: sun_path holds 107 bytes.
@@ -30,12 +31,37 @@ const STATS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a partition may take to hold no page of its exited instance.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+/// A VM in the table: booted once by the first start that needs it.
+#[derive(Default)]
+pub struct VmEntry {
+    pub vm: OnceCell<Arc<SharedVm>>,
+    /// Starts under way: an empty VM they are about to use is not shut down under them.
+    pub starting: AtomicUsize,
+}
+
+/// The backend's VMs, one per key (action, runtime, partition size). A VM that ends drops
+/// itself from it (`forget_vm`).
+pub type VmTable = Mutex<HashMap<VmKey, Arc<VmEntry>>>;
+
+/// Drop `vm` from the table (it ended, or was shut down idle).
+pub fn forget_vm(vms: &VmTable, vm: &Arc<SharedVm>) {
+    let mut vms = vms.lock().unwrap();
+    let same = vms
+        .get(&vm.key)
+        .and_then(|e| e.vm.get())
+        .is_some_and(|v| Arc::ptr_eq(v, vm));
+    if same {
+        vms.remove(&vm.key);
+    }
+}
 
 pub struct SharedVm {
     pub id: String,
     pub key: VmKey,
     pub layout: Layout,
     common: Arc<Common>,
+    /// The table this VM is in, which it leaves when it ends.
+    vms: Arc<VmTable>,
     vm: Vm,
     resizer: Resizer,
     slots: Mutex<Slots>,
@@ -72,6 +98,7 @@ impl SharedVm {
     /// starting size, and the runtime's files read into node 0's page cache.
     pub async fn boot(
         common: &Arc<Common>,
+        vms: &Arc<VmTable>,
         key: VmKey,
         spec: &InstanceSpec,
     ) -> Result<Arc<SharedVm>, SandboxError> {
@@ -81,7 +108,7 @@ impl SharedVm {
         check_socket_path(&VmPaths::new(&dir).qmp_sync_socket)?;
         std::fs::create_dir_all(&dir)?;
         let t0 = Instant::now();
-        match Self::boot_in(common, key, spec, &id, &dir).await {
+        match Self::boot_in(common, vms, key, spec, &id, &dir).await {
             Ok(vm) => {
                 let boot_ms = t0.elapsed().as_secs_f64() * 1e3;
                 tracing::info!(vm = %id, action = %spec.action, mode = %cfg.mode, boot_ms, "vm-shared VM booted");
@@ -102,6 +129,7 @@ impl SharedVm {
 
     async fn boot_in(
         common: &Arc<Common>,
+        vms: &Arc<VmTable>,
         key: VmKey,
         spec: &InstanceSpec,
         id: &str,
@@ -146,12 +174,13 @@ impl SharedVm {
             .await
             .map_err(|e| failed("preparing the balloon", e))?;
         let mut events = agent.events().await.map_err(|e| failed("events", e))?;
-        warm_up(&vm.agent, common, spec, &mut events).await;
+        warm_up(&vm.agent, &common.image, cfg, spec, &mut events).await;
         let shared = Arc::new(SharedVm {
             id: id.to_string(),
             key,
             layout,
             common: common.clone(),
+            vms: vms.clone(),
             vm,
             resizer,
             slots: Mutex::new(Slots::new(cfg.partitions)),
@@ -576,7 +605,7 @@ impl SharedVm {
             self.common.apply(change);
         }
         self.slot_freed.notify_waiters();
-        self.common.forget_vm(self);
+        forget_vm(&self.vms, self);
         self.vm.shutdown(Duration::from_secs(2)).await;
         for task in self.releases.lock().unwrap().drain(..) {
             task.abort();

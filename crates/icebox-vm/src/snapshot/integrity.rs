@@ -27,6 +27,10 @@ const NAME: &str = "memory";
 pub type ChunkSums = BTreeMap<u64, u32>;
 
 /// Sums of the chunks of `file` that hold data.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub fn sums_of(file: &File) -> io::Result<ChunkSums> {
     let len = file.metadata()?.len();
     let mut buf = vec![0u8; CHUNK as usize];
@@ -49,6 +53,10 @@ pub enum Checked {
 
 /// Checks `file` (the RAM image at `path` of snapshot `id`) against `sums`: every chunk with
 /// data now or when the snapshot was taken.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub fn verify(path: &Path, id: &str, file: &File, sums: &ChunkSums) -> io::Result<Checked> {
     let stamp = Stamp::of(file, id)?;
     if verified().lock().unwrap().get(path) == Some(&stamp) {
@@ -95,7 +103,7 @@ struct Stamp {
 impl Stamp {
     fn of(file: &File, id: &str) -> io::Result<Stamp> {
         let m = file.metadata()?;
-        let ns = |s: i64, n: i64| s as i128 * 1_000_000_000 + n as i128;
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
         Ok(Stamp {
             dev: m.dev(),
             ino: m.ino(),
@@ -145,6 +153,10 @@ impl<'a> CacheGuard<'a> {
 }
 
 impl Drop for CacheGuard<'_> {
+    #[expect(
+        clippy::cast_possible_wrap,
+        reason = "these sizes and offsets stay below 2^63"
+    )]
     fn drop(&mut self) {
         let Some(before) = &self.before else { return };
         let mut page = 0;

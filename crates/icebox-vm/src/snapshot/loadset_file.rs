@@ -40,7 +40,7 @@ pub fn info(set: &LoadingSet) -> LoadingSetInfo {
         zero_pages: set.zero_pages,
         loading_set_pages: set.pages(),
         regions: set.regions.len() as u64,
-        groups: set.groups as u64,
+        groups: u64::from(set.groups),
     }
 }
 
@@ -120,6 +120,10 @@ mod tests {
     }
 
     #[test]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     fn recorded_holes_leave_the_set_and_near_regions_merge() {
         let dir = tempfile::tempdir().unwrap();
         let f = std::fs::File::create(dir.path().join("m")).unwrap();

@@ -24,6 +24,10 @@ pub struct CopyStats {
 }
 
 /// Byte ranges `(start, end)` of `file` that hold data (the rest are holes), in order.
+#[expect(
+    clippy::cast_possible_wrap,
+    reason = "these sizes and offsets stay below 2^63"
+)]
 pub fn data_ranges(file: &File) -> io::Result<Vec<(u64, u64)>> {
     let len = file.metadata()?.len();
     let fd = file.as_raw_fd();
@@ -44,7 +48,7 @@ pub fn data_ranges(file: &File) -> io::Result<Vec<(u64, u64)>> {
         if end < 0 {
             return Err(io::Error::last_os_error());
         }
-        let (start, end) = (start as u64, (end as u64).min(len));
+        let (start, end) = (start.cast_unsigned(), end.cast_unsigned().min(len));
         if end > start {
             ranges.push((start, end));
         }
@@ -56,6 +60,10 @@ pub fn data_ranges(file: &File) -> io::Result<Vec<(u64, u64)>> {
 /// Copies the RAM file `src` to a new file `dst` with only its non-zero pages written,
 /// synced: the pages must be on disk before a restore can be measured with a cold cache
 /// (dirty pages cannot be dropped from it).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub fn copy_sparse(src: &Path, dst: &Path) -> io::Result<CopyStats> {
     let input = File::open(src)?;
     let len = input.metadata()?.len();
@@ -117,6 +125,10 @@ pub struct DataMap {
 }
 
 impl DataMap {
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     pub fn of(file: &File) -> io::Result<DataMap> {
         let pages = file.metadata()?.len().div_ceil(PAGE);
         let mut map = DataMap {
@@ -136,7 +148,7 @@ impl DataMap {
     }
 
     pub fn data_pages(&self) -> u64 {
-        self.bits.iter().map(|w| w.count_ones() as u64).sum()
+        self.bits.iter().map(|w| u64::from(w.count_ones())).sum()
     }
 }
 
@@ -152,6 +164,10 @@ pub fn drop_cache(file: &File) -> io::Result<()> {
 
 /// Reads `len` bytes at `offset` so they are in the page cache; returns the bytes read.
 /// `stop` is checked between chunks (a destroyed instance's loader ends early).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+)]
 pub fn read_into_cache(
     file: &File,
     offset: u64,
@@ -187,6 +203,10 @@ unsafe impl Send for Residency {}
 unsafe impl Sync for Residency {}
 
 impl Residency {
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     pub fn map(file: &File) -> io::Result<Residency> {
         let len = file.metadata()?.len() as usize;
         if len == 0 {
@@ -209,6 +229,10 @@ impl Residency {
         Ok(Residency { addr, len })
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     pub fn pages(&self) -> usize {
         self.len.div_ceil(PAGE as usize)
     }
@@ -243,6 +267,10 @@ mod tests {
     use super::*;
 
     /// A "RAM file" of 64 pages: pages 3, 4 and 40 hold data, page 10 was written with zeros.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     fn ram(dir: &Path) -> std::path::PathBuf {
         let path = dir.join("ram");
         let f = File::create(&path).unwrap();
@@ -274,6 +302,10 @@ mod tests {
     }
 
     #[test]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     fn residency_sees_pages_read_and_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let path = ram(dir.path());

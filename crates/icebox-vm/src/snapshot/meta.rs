@@ -4,12 +4,15 @@
 //! a different guest image, QEMU, accelerator, memory size or runtime is never restored.
 
 use super::integrity::ChunkSums;
+use icebox_core::units::MIB;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
 
-pub const META_FILE: &str = "snapshot.json";
+pub use crate::fnv::fnv1a;
+
+pub const META_FILE: &str = icebox_sandbox_api::SNAPSHOT_META_FILE;
 /// Guest RAM, sparse: zero pages are holes.
 pub const MEMORY_FILE: &str = "memory";
 /// QEMU's device state (the migration stream without RAM).
@@ -106,7 +109,7 @@ impl SnapshotMeta {
             guest_instance,
             memory,
             state,
-            created_ms: now.as_millis() as u64,
+            created_ms: u64::try_from(now.as_millis()).unwrap_or(u64::MAX),
             took_ms,
         }
     }
@@ -142,7 +145,7 @@ impl SnapshotMeta {
                 .map_err(|e| format!("{}: {e}", dir.join(name).display()))
         };
         let memory = size(MEMORY_FILE)?;
-        if memory != meta.memory.bytes || memory != expected.memory_mib << 20 {
+        if memory != meta.memory.bytes || memory != expected.memory_mib * MIB {
             return Err(format!(
                 "the memory image has {memory} bytes, expected {}",
                 meta.memory.bytes
@@ -159,14 +162,6 @@ impl SnapshotMeta {
         }
         Ok(meta)
     }
-}
-
-/// 64-bit FNV-1a, hex: enough to tell a damaged file (not an adversary's).
-pub fn fnv1a(bytes: &[u8]) -> String {
-    let hash = bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x100000001b3)
-    });
-    format!("{hash:016x}")
 }
 
 /// The first line of `qemu --version`, asked once per binary.

@@ -1,5 +1,5 @@
 //! Snapshots on the `vm` backend with FaaSnap's restore (docs/vm.md, "Snapshots on the `vm`
-//! backend"). Every VM's RAM is a file on a tmpfs mapped shared ([`ram`]), so the daemon's
+//! backend"). Every VM's RAM is a file on a tmpfs mapped shared (`backend::ram`), so the daemon's
 //! template can be snapshotted whichever instance it is: its device state goes to a file
 //! through QEMU's migration with `x-ignore-shared`, its RAM is copied sparse ([`take`]). A
 //! restore maps that copy privately and brings pages into the host page cache as its mode
@@ -15,7 +15,6 @@ pub mod loader;
 pub mod loadset_file;
 pub mod memfile;
 pub mod meta;
-pub mod ram;
 pub mod record;
 mod restore;
 mod restored;
@@ -89,7 +88,7 @@ impl Snapshots for VmBackend {
         let failed = SandboxError::Snapshot;
         let vm = ours(sandbox)?;
         let restored = vm
-            .restored_state()
+            .restored_as::<Restored>()
             .filter(|r| r.mode == RestoreMode::Record)
             .ok_or_else(|| failed("this instance was not restored in record mode".into()))?;
         let recorder = restored

@@ -150,6 +150,10 @@ mod tests {
     use std::os::unix::fs::FileExt;
 
     #[test]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
+    )]
     fn pages_read_while_recording_are_found_in_scan_order() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ram");

@@ -15,7 +15,7 @@ use super::meta::{SnapshotMeta, MEMORY_FILE, STATE_FILE};
 use super::record::Recorder;
 use super::restored::{Ready, Restored, Steps};
 use super::{fingerprint, integrity, loadset_file};
-use crate::backend::{orphans, runtime_name, VmBackend, VmSandbox};
+use crate::backend::{orphans, runtime_name, RestoredVm, VmBackend, VmSandbox};
 use crate::qemu::MemoryBackend;
 use crate::vm::{BootError, Vm, VmPaths};
 use icebox_core::RestoreMode;
@@ -114,7 +114,7 @@ pub async fn restore(
         guest_id,
         vm,
         backend.config().clone(),
-        restored,
+        Box::new(restored),
     );
     let t = Instant::now();
     if let Err(e) = attach(&sandbox).await {
@@ -123,7 +123,9 @@ pub async fn restore(
     }
     steps.attach = ms(t);
     steps.total = ms(t0);
-    let state = sandbox.restored_state().expect("a restored sandbox");
+    let state = sandbox
+        .restored_as::<Restored>()
+        .expect("a restored sandbox");
     let ready = Ready {
         ms: steps,
         resident_pages: Residency::map(&memory)

@@ -51,8 +51,8 @@ pub struct Ready {
     pub loader_bytes: u64,
 }
 
-impl Restored {
-    pub fn stats(&self) -> Value {
+impl crate::backend::RestoredVm for Restored {
+    fn stats(&self) -> Value {
         let loader = self.loader.as_ref().map(|l| {
             let (report, done) = l.progress();
             json!({
@@ -74,7 +74,7 @@ impl Restored {
     }
 
     /// The instance is going: its loader and recorder stop.
-    pub fn stop(&self) {
+    fn stop(&self) {
         if let Some(l) = &self.loader {
             l.stop();
         }

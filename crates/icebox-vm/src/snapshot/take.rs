@@ -81,7 +81,7 @@ pub async fn take(
     std::fs::File::open(&state)
         .and_then(|f| f.sync_all())
         .map_err(|e| failed("syncing the device state", e.to_string()))?;
-    let took_ms = t0.elapsed().as_millis() as u64;
+    let took_ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
     let snapshot = SnapshotMeta::new(
         fingerprint,
         sandbox.guest_id().to_string(),

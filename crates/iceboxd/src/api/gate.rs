@@ -4,6 +4,7 @@
 //! shape even when axum's extractors produced them.
 
 use super::ApiError;
+use crate::serve::BodyLimits;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -12,6 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 use futures::StreamExt;
+use icebox_core::units::MIB;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -21,41 +23,8 @@ const PUBLIC_PATHS: [&str; 2] = ["/icebox/v1/health", "/metrics"];
 
 /// How much of a refused or oversized body is read and thrown away (never kept), and for how
 /// long, so that its client gets to read the answer rather than a broken pipe.
-const DRAIN_MAX: u64 = 128 << 20;
+const DRAIN_MAX: u64 = 128 * MIB;
 const DRAIN_TIME: Duration = Duration::from_secs(2);
-
-pub struct BodyLimits {
-    /// Largest body of any request (OpenWhisk's 50 MB request limit), applied here.
-    pub max_body: usize,
-    /// Largest invocation body (OpenWhisk's payload limit), applied by the invoke handler.
-    pub max_payload: usize,
-    /// Largest action code, decoded, applied by the action PUT handler.
-    pub max_code_size: u64,
-    /// Time to send the whole body.
-    pub timeout: Duration,
-    /// Bytes of request bodies held in memory across all connections, one permit a byte.
-    pub budget: Arc<Semaphore>,
-}
-
-impl BodyLimits {
-    pub fn new(
-        max_body: usize,
-        max_payload: usize,
-        max_code_size: u64,
-        timeout: Duration,
-        budget_bytes: u64,
-    ) -> BodyLimits {
-        // One body of the largest size must always fit, or it would wait for room forever.
-        let budget = (budget_bytes as usize).clamp(max_body.max(1), Semaphore::MAX_PERMITS);
-        BodyLimits {
-            max_body,
-            max_payload,
-            max_code_size,
-            timeout,
-            budget: Arc::new(Semaphore::new(budget)),
-        }
-    }
-}
 
 /// Refuses a request without a valid key before its body is read, so an unauthenticated
 /// client cannot make the daemon hold its payload. The body is drained (discarded, up to a
@@ -113,7 +82,8 @@ async fn read_within_budget(
 ) -> Result<(bytes::Bytes, Option<OwnedSemaphorePermit>), ApiError> {
     let mut permits: Option<OwnedSemaphorePermit> = None;
     // A declared length is reserved up front; a chunked body chunk by chunk.
-    let mut reserved = declared.unwrap_or(0) as usize;
+    // Above max_payload (a usize) it was refused already.
+    let mut reserved = usize::try_from(declared.unwrap_or(0)).unwrap_or(usize::MAX);
     reserve(&limits.budget, reserved, &mut permits, deadline).await?;
     let mut stream = body.into_data_stream();
     let mut kept = BytesMut::with_capacity(reserved);
@@ -158,22 +128,31 @@ async fn reserve(
     if n == 0 {
         return Ok(());
     }
-    let acquire = budget.clone().acquire_many_owned(n as u32);
-    let got = match tokio::time::timeout_at(deadline, acquire).await {
-        Ok(Ok(got)) => got,
-        Ok(Err(_)) => return Err(ApiError::internal("the request-body budget is closed")),
-        Err(_) => {
-            let mut busy = ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The node is holding too many request bodies in memory; retry later.",
-            );
-            busy.retry_after = Some(1);
-            return Err(busy);
+    // One acquisition takes at most u32::MAX permits, so a body over 4 GiB (a --max-payload
+    // that large) is reserved in parts; `n as u32` reserved only n mod 2^32 of it.
+    let mut left = n;
+    while left > 0 {
+        let part = left.min(u32::MAX as usize);
+        left -= part;
+        let acquire = budget
+            .clone()
+            .acquire_many_owned(u32::try_from(part).expect("at most u32::MAX"));
+        let got = match tokio::time::timeout_at(deadline, acquire).await {
+            Ok(Ok(got)) => got,
+            Ok(Err(_)) => return Err(ApiError::internal("the request-body budget is closed")),
+            Err(_) => {
+                let mut busy = ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "The node is holding too many request bodies in memory; retry later.",
+                );
+                busy.retry_after = Some(1);
+                return Err(busy);
+            }
+        };
+        match permits {
+            Some(p) => p.merge(got),
+            None => *permits = Some(got),
         }
-    };
-    match permits {
-        Some(p) => p.merge(got),
-        None => *permits = Some(got),
     }
     Ok(())
 }
@@ -238,4 +217,24 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
         }
     }
     rebuilt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A body of more than u32::MAX bytes holds as many permits as it has bytes (a
+    /// --max-payload over 4 GiB): before, `n as u32` kept only n mod 2^32 of them.
+    #[tokio::test]
+    async fn a_body_over_4_gib_reserves_all_of_its_bytes() {
+        let total = 5usize << 30;
+        let budget = Arc::new(Semaphore::new(total));
+        let n = (4usize << 30) + 10;
+        let mut permits = None;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        reserve(&budget, n, &mut permits, deadline).await.unwrap();
+        assert_eq!(budget.available_permits(), total - n);
+        drop(permits);
+        assert_eq!(budget.available_permits(), total);
+    }
 }

@@ -4,15 +4,13 @@
 mod actions;
 mod activations;
 mod archive;
-mod error;
 mod gate;
 mod node;
 mod query;
 mod snapshots;
 mod tenants;
 
-pub use error::ApiError;
-pub use gate::BodyLimits;
+pub use crate::error::ApiError;
 
 use crate::state::AppState;
 use crate::tenants::Caller;
@@ -22,7 +20,7 @@ use axum::routing::get;
 use axum::Router;
 
 pub fn router(state: AppState) -> Router {
-    // A trailing slash is trimmed before routing (`trim_trailing_slash`), so every path
+    // A trailing slash is trimmed before routing (serve/trailing_slash.rs), so every path
     // answers with and without one, as OpenWhisk does.
     let openwhisk = Router::new()
         .route("/namespaces", get(tenants::openwhisk_list))
@@ -96,29 +94,6 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(middleware::from_fn(gate::json_errors))
         .with_state(state)
-}
-
-/// Routing happens after layers see the request, so the slash goes before the router does:
-/// `actions/hello/` is `actions/hello`.
-pub fn trim_trailing_slash<B>(req: &mut axum::http::Request<B>) {
-    let uri = req.uri();
-    let path = uri.path();
-    if path.len() <= 1 || !path.ends_with('/') {
-        return;
-    }
-    let trimmed = path.trim_end_matches('/');
-    let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
-    let rebuilt = match uri.query() {
-        Some(q) => format!("{trimmed}?{q}"),
-        None => trimmed.to_string(),
-    };
-    let mut parts = uri.clone().into_parts();
-    if let Ok(pq) = rebuilt.parse() {
-        parts.path_and_query = Some(pq);
-        if let Ok(uri) = axum::http::Uri::from_parts(parts) {
-            *req.uri_mut() = uri;
-        }
-    }
 }
 
 /// The namespace part of an action's `namespace/name`.

@@ -2,53 +2,21 @@
 //! where things happen; gauges of instances and memory by state are filled at scrape time
 //! from the pool's snapshot.
 
+pub mod forward;
+mod labels;
 pub mod offload;
 pub mod partitions;
 pub mod snapshots;
 
-use prometheus_client::encoding::EncodeLabelSet;
+pub use labels::{
+    InvocationLabels, KindLabel, MemoryLabels, OutcomeLabel, ReasonLabel, StartLabel, StateLabel,
+};
+
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct InvocationLabels {
-    pub start: String,
-    pub status: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StartLabel {
-    pub start: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
-    pub kind: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StateLabel {
-    pub state: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct MemoryLabels {
-    pub state: String,
-    pub measure: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabel {
-    pub outcome: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabel {
-    pub reason: String,
-}
 
 fn latency_histogram() -> Histogram {
     // 100 µs … ~100 s
@@ -78,9 +46,9 @@ pub struct Metrics {
     pub reclaimed_bytes: Counter,
     pub reclaim_cpu_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
     pub recorder: crate::recorder::RecorderMetrics,
-    pub offload: crate::metrics::offload::OffloadMetrics,
-    pub snapshots: crate::metrics::snapshots::SnapshotMetrics,
-    pub partitions: crate::metrics::partitions::PartitionMetrics,
+    pub offload: offload::OffloadMetrics,
+    pub snapshots: snapshots::SnapshotMetrics,
+    pub partitions: partitions::PartitionMetrics,
 }
 
 impl Metrics {
@@ -213,9 +181,9 @@ impl Metrics {
             "Activation records deleted to keep the registry within its byte budget",
             recorder.records_dropped.clone(),
         );
-        let offload = crate::metrics::offload::OffloadMetrics::register(&mut registry);
-        let snapshots = crate::metrics::snapshots::SnapshotMetrics::register(&mut registry);
-        let partitions = crate::metrics::partitions::PartitionMetrics::register(&mut registry);
+        let offload = offload::OffloadMetrics::register(&mut registry);
+        let snapshots = snapshots::SnapshotMetrics::register(&mut registry);
+        let partitions = partitions::PartitionMetrics::register(&mut registry);
         Metrics {
             partitions,
             snapshots,

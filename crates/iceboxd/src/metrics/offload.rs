@@ -34,7 +34,7 @@ pub struct OffloadMetrics {
     pub pool_bytes: Family<MeasureLabel, Gauge>,
     pub barrier_seconds: Family<BarrierLabel, Histogram, fn() -> Histogram>,
     pub step_seconds: Family<StepLabel, Histogram, fn() -> Histogram>,
-    pub skipped: Family<crate::metrics::ReasonLabel, Counter>,
+    pub skipped: Family<super::labels::ReasonLabel, Counter>,
 }
 
 impl OffloadMetrics {

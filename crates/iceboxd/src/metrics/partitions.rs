@@ -5,15 +5,12 @@
 use crate::events::EventBus;
 use icebox_core::EventKind;
 use icebox_vm::shared::{PartitionEvent, ReclaimOutcome};
-use icebox_vm::SharedBackend;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use std::sync::{Arc, Weak};
-use tokio::sync::broadcast::error::RecvError;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabel {
@@ -98,36 +95,8 @@ impl PartitionMetrics {
     }
 }
 
-/// Forward `backend`'s partition events until it is gone.
-pub fn spawn_forwarder(
-    backend: &Arc<SharedBackend>,
-    bus: Arc<EventBus>,
-    metrics: Arc<crate::metrics::Metrics>,
-) -> tokio::task::JoinHandle<()> {
-    let mut rx = backend.subscribe();
-    let backend: Weak<SharedBackend> = Arc::downgrade(backend);
-    tokio::spawn(async move {
-        loop {
-            let event = match rx.recv().await {
-                Ok(e) => e,
-                Err(RecvError::Lagged(n)) => {
-                    tracing::warn!("missed {n} vm-shared partition events (metrics undercount)");
-                    continue;
-                }
-                Err(RecvError::Closed) => return,
-            };
-            let Some(backend) = backend.upgrade() else {
-                return;
-            };
-            record(&event, &bus, &metrics.partitions);
-            let (plugged, releasing) = backend.plugged();
-            metrics.partitions.plugged_bytes.set(plugged as i64);
-            metrics.partitions.releasing_bytes.set(releasing as i64);
-        }
-    })
-}
-
-fn record(event: &PartitionEvent, bus: &EventBus, m: &PartitionMetrics) {
+/// One partition event into its metrics and onto the instance's event stream.
+pub(super) fn record(event: &PartitionEvent, bus: &EventBus, m: &PartitionMetrics) {
     let detail = serde_json::to_string(event).ok();
     match event {
         PartitionEvent::VmBooted { .. } => {

@@ -1,12 +1,10 @@
 //! Activation records: written once per invocation, listed newest first, pruned in bulk.
 
-use super::unfinished::Unfinished;
 use super::{
     decode, effective_limit, encode, to_sql_int, Registry, RegistryError, DEFAULT_LIST_LIMIT,
 };
 use icebox_core::ActivationRecord;
 use rusqlite::{params, OptionalExtension};
-use std::borrow::Borrow;
 
 /// Query for [`Registry::list_activations`], mirroring `GET /namespaces/{ns}/activations`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,61 +94,6 @@ pub(super) fn insert(
 }
 
 impl Registry {
-    /// Stores one record. A second record with the same activation id is a conflict. (The
-    /// daemon writes in batches: [`Self::insert_activations`].)
-    #[cfg(test)]
-    pub fn insert_activation(&self, rec: &ActivationRecord) -> Result<(), RegistryError> {
-        let row = ActivationRow::new(rec)?;
-        match self
-            .insert_activations(std::slice::from_ref(&row))?
-            .as_slice()
-        {
-            [] => Ok(()),
-            _ => Err(RegistryError::Conflict(format!(
-                "activation {} already exists",
-                rec.activation_id
-            ))),
-        }
-    }
-
-    /// Stores a batch in one transaction: all of it or, on error, none of it (so the caller
-    /// can keep the batch and retry). Returns the ids that were already stored and skipped.
-    #[cfg(test)]
-    pub fn insert_activations<R: Borrow<ActivationRow>>(
-        &self,
-        rows: &[R],
-    ) -> Result<Vec<String>, RegistryError> {
-        self.write_batch(rows, &[])
-    }
-
-    /// [`Self::insert_activations`] with the marks of invocations answered 202 in the same
-    /// transaction. A record clears its activation's mark whichever was taken in first.
-    pub fn write_batch<R: Borrow<ActivationRow>>(
-        &self,
-        rows: &[R],
-        unfinished: &[&Unfinished],
-    ) -> Result<Vec<String>, RegistryError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction()?;
-        let mut duplicates = Vec::new();
-        {
-            let mut mark = tx.prepare_cached(super::unfinished::MARK)?;
-            for u in unfinished {
-                super::unfinished::mark(&mut mark, u)?;
-            }
-            let mut stmt = tx.prepare_cached(INSERT)?;
-            let mut clear = tx.prepare_cached(super::unfinished::CLEAR)?;
-            for row in rows.iter().map(Borrow::borrow) {
-                if !insert(&mut stmt, row)? {
-                    duplicates.push(row.activation_id.clone());
-                }
-                clear.execute([&row.activation_id])?;
-            }
-        }
-        tx.commit()?;
-        Ok(duplicates)
-    }
-
     pub fn get_activation(
         &self,
         namespace: &str,
@@ -550,7 +493,7 @@ mod tests {
             rec.start = 1_700_000_000_000 + i;
             reg.insert_activation(&rec).unwrap();
         }
-        let per = t.elapsed() / n as u32;
+        let per = t.elapsed() / u32::try_from(n).unwrap();
         println!(
             "insert_activation: {per:?} per insert over {n} inserts ({} bytes of JSON each)",
             encode(&rec).unwrap().len()

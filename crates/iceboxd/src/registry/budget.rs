@@ -3,6 +3,7 @@
 //! file system (incremental vacuum) and the WAL is truncated, so the files themselves shrink.
 
 use super::{Registry, RegistryError};
+use icebox_core::units::MIB;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::time::Duration;
 
@@ -54,8 +55,10 @@ impl Registry {
             };
             // As many records as, at their average size, hold the excess: few large records
             // are not all stripped at once, many small ones not one transaction each.
-            let average = live / records.max(1) as u64;
-            let step = ((live - target) / average.max(1) + 1).min(MAX_STEP as u64) as i64;
+            let average = live / u64::try_from(records).unwrap_or(0).max(1);
+            let step = i64::try_from((live - target) / average.max(1) + 1)
+                .unwrap_or(MAX_STEP)
+                .min(MAX_STEP);
             let tx = conn.transaction()?;
             let through: i64 = tx
                 .query_row(
@@ -139,7 +142,7 @@ impl Registry {
 }
 
 /// Free pages worth giving back to the file system even when nothing was dropped here.
-const VACUUM_AFTER: u64 = 1 << 20;
+const VACUUM_AFTER: u64 = MIB;
 
 fn pragma(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
     conn.prepare_cached(&format!("PRAGMA {name}"))?
@@ -147,13 +150,14 @@ fn pragma(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
 }
 
 fn free_bytes(conn: &Connection) -> rusqlite::Result<u64> {
-    Ok((pragma(conn, "freelist_count")?.max(0) * pragma(conn, "page_size")?) as u64)
+    let bytes = pragma(conn, "freelist_count")? * pragma(conn, "page_size")?;
+    Ok(u64::try_from(bytes).unwrap_or(0))
 }
 
 /// Bytes of pages in use (free pages are reused, and given back by the incremental vacuum).
 fn live_bytes(conn: &Connection) -> rusqlite::Result<u64> {
     let pages = pragma(conn, "page_count")? - pragma(conn, "freelist_count")?;
-    Ok((pages.max(0) * pragma(conn, "page_size")?) as u64)
+    Ok(u64::try_from(pages * pragma(conn, "page_size")?).unwrap_or(0))
 }
 
 #[cfg(test)]

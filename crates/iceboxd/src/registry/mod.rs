@@ -12,9 +12,11 @@ mod pool;
 mod schema;
 mod tenants;
 mod unfinished;
+mod writes;
 
 pub use activations::{ActivationFilter, ActivationRow};
 pub use files::open_in_state_dir;
+pub use tenants::{KeyRow, NamespaceRow, Quotas};
 pub use unfinished::Unfinished;
 
 use anyhow::{bail, Context};

@@ -84,6 +84,10 @@ const MIGRATIONS: &[&str] = &[
 
 pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+#[expect(
+    clippy::cast_possible_wrap,
+    reason = "a handful of migrations, and a const cannot call try_from"
+)]
 pub(super) const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Settings for a file-backed registry: WAL lets readers proceed during a write, and
@@ -159,11 +163,12 @@ pub(super) fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
     if version < 0 {
         bail!("registry schema version {version} is invalid");
     }
-    for (from, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+    let done = usize::try_from(version).expect("checked non-negative above");
+    for (from, sql) in MIGRATIONS.iter().enumerate().skip(done) {
         let tx = conn.transaction()?;
         tx.execute_batch(sql)
             .with_context(|| format!("migrating registry schema from v{from}"))?;
-        tx.pragma_update(None, "user_version", from as i64 + 1)?;
+        tx.pragma_update(None, "user_version", i64::try_from(from + 1)?)?;
         tx.commit()?;
     }
     Ok(())

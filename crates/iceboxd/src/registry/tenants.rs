@@ -2,8 +2,38 @@
 //! tables under its name; deleting a namespace takes them too.
 
 use super::{now_ms, to_sql_int, Registry, RegistryError};
-use crate::tenants::{KeyRow, NamespaceRow, Quotas};
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+
+/// A namespace's limits; `None` is no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Quotas {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocations_per_minute: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrent_invocations: Option<u64>,
+    /// Bytes its idle and frozen instances may be charged together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_share: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceRow {
+    pub name: String,
+    pub created: u64,
+    pub quotas: Quotas,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRow {
+    pub uuid: String,
+    pub namespace: String,
+    pub salt: String,
+    pub hash: String,
+    pub admin: bool,
+    pub created: u64,
+}
 
 fn quota_to_sql(v: Option<u64>) -> Option<i64> {
     v.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
@@ -11,11 +41,12 @@ fn quota_to_sql(v: Option<u64>) -> Option<i64> {
 
 fn namespace_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NamespaceRow> {
     let q = |i: usize| -> rusqlite::Result<Option<u64>> {
-        Ok(r.get::<_, Option<i64>>(i)?.map(|n| n.max(0) as u64))
+        Ok(r.get::<_, Option<i64>>(i)?
+            .map(|n| u64::try_from(n).unwrap_or(0)))
     };
     Ok(NamespaceRow {
         name: r.get(0)?,
-        created: r.get::<_, i64>(1)?.max(0) as u64,
+        created: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
         quotas: Quotas {
             invocations_per_minute: q(2)?,
             concurrent_invocations: q(3)?,
@@ -143,7 +174,7 @@ impl Registry {
                 salt: r.get(2)?,
                 hash: r.get(3)?,
                 admin: r.get(4)?,
-                created: r.get::<_, i64>(5)?.max(0) as u64,
+                created: u64::try_from(r.get::<_, i64>(5)?).unwrap_or(0),
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -156,7 +187,7 @@ impl Registry {
             [namespace],
             |r| r.get(0),
         )?;
-        Ok(n.max(0) as usize)
+        Ok(usize::try_from(n).unwrap_or(0))
     }
 }
 

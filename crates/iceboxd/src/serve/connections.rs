@@ -54,7 +54,7 @@ impl Connections {
     }
 
     fn now_us(&self) -> u64 {
-        self.epoch.elapsed().as_micros() as u64
+        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
     /// Admits a new connection; at the cap, the longest-idle connection is asked to close

@@ -14,7 +14,8 @@ pub struct ConnectionCollector(pub Arc<ConnectionStats>);
 impl Collector for ConnectionCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let stats = &self.0;
-        let open = ConstGauge::new(stats.open.load(Ordering::Relaxed) as i64);
+        let open =
+            ConstGauge::new(i64::try_from(stats.open.load(Ordering::Relaxed)).unwrap_or(i64::MAX));
         open.encode(encoder.encode_descriptor(
             "http_connections_open",
             "Open client connections",

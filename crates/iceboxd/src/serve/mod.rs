@@ -5,11 +5,14 @@
 //! clients do (follow streams, half-sent headers or bodies). axum::serve has none of these
 //! knobs, so the accept loop is ours; HTTP itself is hyper's.
 
+mod body_limits;
 mod busy_body;
 mod connections;
 mod metrics;
 mod parse_errors;
+mod trailing_slash;
 
+pub use body_limits::BodyLimits;
 pub use connections::ConnectionStats;
 pub use metrics::ConnectionCollector;
 
@@ -131,7 +134,7 @@ fn spawn_connection<IO>(
     let mut stop = stop.clone();
     let tracked = conn.clone();
     let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-        crate::api::trim_trailing_slash(&mut req);
+        trailing_slash::trim_trailing_slash(&mut req);
         let busy = tracked.busy();
         let app = app.clone();
         async move {

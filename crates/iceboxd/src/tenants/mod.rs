@@ -4,47 +4,18 @@
 //! in the registry as a salted SHA-256 of their secret; this directory holds the same in
 //! memory so a request is checked without touching SQLite.
 
-pub mod enforce;
 pub mod quota;
 pub mod share;
 
 use crate::auth::{ApiKey, AuthError};
+// The stored rows are the registry's (registry/tenants.rs); the names stay usable from here.
+pub use crate::registry::{KeyRow, NamespaceRow, Quotas};
+
 use crate::registry::{Registry, RegistryError};
 use quota::{InFlight, Throttle, Throttled};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-
-/// A namespace's limits; `None` is no limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Quotas {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub invocations_per_minute: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concurrent_invocations: Option<u64>,
-    /// Bytes its idle and frozen instances may be charged together.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_share: Option<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NamespaceRow {
-    pub name: String,
-    pub created: u64,
-    pub quotas: Quotas,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyRow {
-    pub uuid: String,
-    pub namespace: String,
-    pub salt: String,
-    pub hash: String,
-    pub admin: bool,
-    pub created: u64,
-}
 
 /// Who sent a request: its namespace, whether it holds the admin key, and its credentials
 /// (handed to actions that ask for the caller's key, never stored).

@@ -245,7 +245,7 @@ impl Agent {
         .map_err(|e| e.to_string())?;
         let events = instance.file("cgroup.events");
         for _ in 0..1000 {
-            if stats::cgroup_key(&events, "frozen") == Some(frozen as u64) {
+            if stats::cgroup_key(&events, "frozen") == Some(u64::from(frozen)) {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(2)).await;

@@ -125,7 +125,7 @@ impl AsyncRead for PortIo {
                 }
                 return Poll::Ready(Err(e));
             }
-            buf.advance(n as usize);
+            buf.advance(n.cast_unsigned());
             return Poll::Ready(Ok(()));
         }
     }
@@ -153,7 +153,7 @@ impl AsyncWrite for PortIo {
                 }
                 return Poll::Ready(Err(e));
             }
-            return Poll::Ready(Ok(n as usize));
+            return Poll::Ready(Ok(n.cast_unsigned()));
         }
     }
 

@@ -71,7 +71,7 @@ impl Children {
                     signal: Some(libc::WTERMSIG(raw)),
                 }
             };
-            if let Some(tx) = waiting.remove(&(pid as u32)) {
+            if let Some(tx) = waiting.remove(&(pid.cast_unsigned())) {
                 let _ = tx.send(status);
             }
         }

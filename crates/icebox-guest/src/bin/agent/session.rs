@@ -161,6 +161,11 @@ fn json<T: serde::Serialize>(v: T) -> Result<serde_json::Value, String> {
     serde_json::to_value(v).map_err(|e| e.to_string())
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "sysconf's CPU count, at least 1 after max(1)"
+)]
 async fn handle(command: Command, agent: &Arc<Agent>) -> Result<serde_json::Value, String> {
     match command {
         Command::Hello => json(Hello {

@@ -67,7 +67,7 @@ pub fn command(
             check(libc::setsid())?;
             // Join the cgroup: write our pid (formatted without allocating).
             let mut buf = [0u8; 16];
-            let mut pid = libc::getpid() as u32;
+            let mut pid = libc::getpid().cast_unsigned();
             let mut i = buf.len();
             loop {
                 i -= 1;

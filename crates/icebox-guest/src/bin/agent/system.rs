@@ -105,6 +105,10 @@ pub fn init() {
     unsafe { libc::sethostname(c"icebox".as_ptr(), 6) };
 }
 
+#[expect(
+    clippy::cast_possible_wrap,
+    reason = "seconds and nanoseconds since 1970 fit time_t and c_long"
+)]
 pub fn set_time(unix_nanos: u64) -> std::io::Result<()> {
     let ts = libc::timespec {
         tv_sec: (unix_nanos / 1_000_000_000) as libc::time_t,
@@ -130,6 +134,11 @@ pub fn kernel_release() -> String {
         .into_owned()
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "float to integer `as` saturates and maps NaN to 0, and this non-negative figure is meant to be rounded to a whole number"
+)]
 pub fn uptime_ms() -> u64 {
     std::fs::read_to_string("/proc/uptime")
         .ok()

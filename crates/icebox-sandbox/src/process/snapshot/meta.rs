@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub const META_FILE: &str = "snapshot.json";
+pub const META_FILE: &str = crate::SNAPSHOT_META_FILE;
 /// CRIU's images, inside the snapshot directory.
 pub const IMAGES_DIR: &str = "criu";
 /// 2: checksums of the image files and the template's uid (format 1 snapshots had neither

@@ -1,10 +1,11 @@
 //! Keeps every namespace's idle and frozen instances within its keep-alive memory share:
 //! once a second, what the pool charges each namespace is compared with its share, and the
-//! namespace's own longest-idle instances go first (`share::over_share`).
+//! namespace's own longest-idle instances go first (`tenants::share::over_share`). It acts on
+//! the pool through the node's state, so it sits above both `tenants` and `pool`.
 
-use super::share::{over_share, KeptAlive};
 use crate::pool::EvictReason;
 use crate::state::AppState;
+use crate::tenants::share::{over_share, KeptAlive};
 use std::time::Duration;
 use tokio::sync::watch;
 

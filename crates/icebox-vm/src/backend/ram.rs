@@ -17,7 +17,7 @@ pub fn default_dir() -> Option<PathBuf> {
 /// The name every RAM file of the daemon with this state directory starts with.
 pub fn prefix(state_dir: &Path) -> String {
     let state = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
-    let tag = &super::meta::fnv1a(state.as_os_str().as_encoded_bytes())[..10];
+    let tag = &crate::fnv::fnv1a(state.as_os_str().as_encoded_bytes())[..10];
     format!("icebox-vm-{tag}-")
 }
 
