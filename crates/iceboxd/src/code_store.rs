@@ -253,10 +253,10 @@ mod tests {
 
     #[test]
     fn decoded_length_matches_decoding() {
-        for n in 0..20usize {
-            let raw: Vec<u8> = (0..n as u8).collect();
+        for n in 0..20u8 {
+            let raw: Vec<u8> = (0..n).collect();
             let b64 = STANDARD.encode(&raw);
-            assert_eq!(decoded_len(&b64), n as u64, "{b64}");
+            assert_eq!(decoded_len(&b64), u64::from(n), "{b64}");
         }
     }
 

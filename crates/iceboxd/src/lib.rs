@@ -12,13 +12,6 @@ pub(crate) mod events;
 pub(crate) mod invoker;
 pub(crate) mod metrics;
 pub(crate) mod open_files;
-#[allow(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap,
-    clippy::cast_lossless,
-    reason = "the pool is being rebuilt (issue 19 section 1); its casts are reviewed with it"
-)]
 pub(crate) mod pool;
 pub(crate) mod recorder;
 pub(crate) mod registry;

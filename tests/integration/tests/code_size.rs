@@ -186,7 +186,7 @@ fn deploy_cycle(
         assert_eq!(seen[phase]["status"], "success", "{phase}: {seen}");
     }
     assert_eq!(seen["updated"]["version"], "0.0.2", "{seen}");
-    let size = std::fs::metadata(first).unwrap().len() as usize;
+    let size = std::fs::metadata(first).unwrap().len();
     assert_eq!(
         seen["fetchedCodeLength"],
         size.div_ceil(3) * 4,

@@ -118,7 +118,7 @@ impl Pool {
 
         let t_init = Instant::now();
         let init = self.init_sandbox(action, &instance.sandbox).await;
-        let init_ms = t_init.elapsed().as_millis() as u64;
+        let init_ms = u64::try_from(t_init.elapsed().as_millis()).unwrap_or(u64::MAX);
         match init {
             Ok(()) => {
                 for c in self.components.iter() {

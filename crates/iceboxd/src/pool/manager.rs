@@ -162,9 +162,11 @@ impl Pool {
                         state: label.clone(),
                         measure: measure.to_string(),
                     })
-                    .set(v as i64);
+                    .set(i64::try_from(v).unwrap_or(i64::MAX));
             }
         }
-        self.metrics.pool_charged.set(charged as i64);
+        self.metrics
+            .pool_charged
+            .set(i64::try_from(charged).unwrap_or(i64::MAX));
     }
 }

@@ -246,7 +246,9 @@ impl Pool {
         events: Arc<EventBus>,
         metrics: Arc<Metrics>,
     ) -> Arc<Pool> {
-        metrics.pool_budget.set(policy.config().budget_bytes as i64);
+        metrics
+            .pool_budget
+            .set(i64::try_from(policy.config().budget_bytes).unwrap_or(i64::MAX));
         let components = techniques::register(&cfg, &backends);
         tracing::debug!(components = ?components.names(), "pool components");
         Arc::new(Pool {

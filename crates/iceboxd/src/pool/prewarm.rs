@@ -109,7 +109,7 @@ impl StemCells {
                 kind: c.kind.clone(),
                 state: InstanceState::Prewarmed,
                 pids: c.pids.clone(),
-                age_ms: c.created.elapsed().as_millis() as u64,
+                age_ms: u64::try_from(c.created.elapsed().as_millis()).unwrap_or(u64::MAX),
                 idle_ms: None,
                 invocations: 0,
                 in_flight: 0,

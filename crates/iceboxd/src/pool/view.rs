@@ -15,7 +15,7 @@ impl Pool {
             kind: s.instance.action.exec.kind.clone(),
             state: s.state,
             pids: measured.pids,
-            age_ms: s.instance.created.elapsed().as_millis() as u64,
+            age_ms: u64::try_from(s.instance.created.elapsed().as_millis()).unwrap_or(u64::MAX),
             idle_ms: s
                 .state
                 .is_kept_alive()

@@ -17,7 +17,7 @@ struct LowPriority {
 impl LowPriority {
     fn enter() -> LowPriority {
         // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::gettid() } as libc::id_t;
+        let tid = unsafe { libc::gettid() }.cast_unsigned();
         // getpriority returns the nice value, and -1 is a valid one: errno tells failures.
         // SAFETY: plain syscalls on this thread's own priority.
         let before = unsafe {
@@ -50,7 +50,7 @@ mod tests {
 
     fn nice() -> libc::c_int {
         // SAFETY: reading this thread's own priority.
-        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid().cast_unsigned()) }
     }
 
     #[test]

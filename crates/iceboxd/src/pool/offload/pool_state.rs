@@ -99,7 +99,10 @@ impl PoolState {
         let ppm = if stats.stored_bytes == 0 {
             0
         } else {
-            (stats.memory_bytes as u128 * 1_000_000 / stats.stored_bytes as u128) as u64
+            u64::try_from(
+                u128::from(stats.memory_bytes) * 1_000_000 / u128::from(stats.stored_bytes),
+            )
+            .unwrap_or(u64::MAX)
         };
         self.cost_ppm.store(ppm, Ordering::Relaxed);
         if let Some(m) = metrics {
@@ -112,7 +115,7 @@ impl PoolState {
                     .get_or_create(&MeasureLabel {
                         measure: measure.into(),
                     })
-                    .set(v as i64);
+                    .set(i64::try_from(v).unwrap_or(i64::MAX));
             }
         }
         let mut cache = self.cache.lock().unwrap();
@@ -143,7 +146,8 @@ impl PoolState {
 
     /// The RAM `swapped` bytes of an instance take in the pool.
     pub fn local_cost(&self, swapped: u64) -> u64 {
-        (swapped as u128 * self.cost_ppm.load(Ordering::Relaxed) as u128 / 1_000_000) as u64
+        let ppm = u128::from(self.cost_ppm.load(Ordering::Relaxed));
+        u64::try_from(u128::from(swapped) * ppm / 1_000_000).unwrap_or(u64::MAX)
     }
 
     pub fn error(&self) -> Option<String> {

@@ -83,7 +83,7 @@ impl ActionSnapshots {
                 return None;
             }
         };
-        let ms = t0.elapsed().as_millis() as u64;
+        let ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.books.restored(
             &key,
             &plan.version,

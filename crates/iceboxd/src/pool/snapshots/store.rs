@@ -124,9 +124,10 @@ fn read_entry(dir: &Path) -> Option<StoredEntry> {
 /// A directory name for an action: readable, and unique even when two names sanitise alike.
 fn action_key(action: &str) -> String {
     let hash = action.bytes().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100000001b3)
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
     });
-    format!("{}-{:08x}", safe(action), hash as u32)
+    // The low 32 bits name the directory (as they always have: directories persist).
+    format!("{}-{:08x}", safe(action), hash & 0xffff_ffff)
 }
 
 fn safe(s: &str) -> String {
