@@ -45,7 +45,18 @@ pub fn total_charge(pool: &[PoolEntry]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::entry;
+
+    // Built here rather than with crate::testutil, which builds on this module.
+    fn entry(id: &str, idle_since: u64, charged: u64, frozen: bool) -> PoolEntry {
+        PoolEntry {
+            id: id.to_string(),
+            action: format!("guest/{id}"),
+            idle_since,
+            charged,
+            frozen,
+            keep_alive_ms: None,
+        }
+    }
 
     #[test]
     fn idle_for_saturates_at_zero() {

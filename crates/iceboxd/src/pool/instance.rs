@@ -24,7 +24,7 @@ pub struct Instance {
     pub measured: Mutex<Measured>,
     /// The node's offload pool, for the RAM this instance's swapped pages take in it (its
     /// local memory, whatever technique swapped them).
-    pub offload_pool: Arc<super::PoolState>,
+    pub offload_pool: Arc<super::pool_state::PoolState>,
     /// How it runs concurrent activations (the action's `icebox.sharing`): admission joins
     /// busy instances by it.
     pub sharing: icebox_policy::SharingMode,

@@ -27,6 +27,7 @@ mod hybrid;
 mod instance;
 mod manager;
 pub mod offload;
+mod pool_state;
 mod prewarm;
 pub mod sharing;
 mod slots;
@@ -41,6 +42,8 @@ mod tests_burst;
 #[cfg(test)]
 mod tests_freeze;
 #[cfg(test)]
+mod tests_gate;
+#[cfg(test)]
 mod tests_hybrid;
 #[cfg(test)]
 mod tests_snapshots;
@@ -51,7 +54,7 @@ pub use control::ControlError;
 pub use error::{AcquireError, AdmitError, InitError, StartError};
 pub use instance::Instance;
 pub use offload::OffloadConfig;
-pub(crate) use offload::PoolState;
+pub(crate) use pool_state::PoolState;
 
 use crate::events::EventBus;
 use crate::metrics::{Metrics, ReasonLabel};

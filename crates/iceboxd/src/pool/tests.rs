@@ -30,7 +30,7 @@ pub(super) struct Counters {
     /// Bytes live instances hold of the host budget.
     host_in_use: std::sync::atomic::AtomicU64,
     /// Holds a freeze in progress while a test acts (tests_freeze.rs).
-    pub(super) freeze_gate: super::tests_freeze::FreezeGate,
+    pub(super) freeze_gate: super::tests_gate::FreezeGate,
 }
 
 pub(super) struct FakeBackend {

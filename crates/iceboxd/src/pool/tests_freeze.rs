@@ -4,51 +4,9 @@
 use super::tests::{action, Harness, Setup};
 use super::Health;
 use icebox_policy::Clock;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tracing_subscriber::fmt::MakeWriter;
-
-/// Lets a test stop the fake sandbox inside `freeze` (as a real freeze waits for the
-/// instance's tasks to stop) and act while it is there.
-#[derive(Default)]
-pub(super) struct FreezeGate {
-    state: Mutex<GateState>,
-    changed: Condvar,
-}
-
-#[derive(Default)]
-struct GateState {
-    armed: bool,
-    entered: bool,
-}
-
-impl FreezeGate {
-    /// Called by the fake's freeze: waits while the gate is armed.
-    pub(super) fn pass(&self) {
-        let mut s = self.state.lock().unwrap();
-        if !s.armed {
-            return;
-        }
-        s.entered = true;
-        self.changed.notify_all();
-        while s.armed {
-            s = self.changed.wait(s).unwrap();
-        }
-    }
-
-    fn arm(&self) {
-        self.state.lock().unwrap().armed = true;
-    }
-
-    fn entered(&self) -> bool {
-        self.state.lock().unwrap().entered
-    }
-
-    fn open(&self) {
-        self.state.lock().unwrap().armed = false;
-        self.changed.notify_all();
-    }
-}
 
 /// Everything the daemon logs during the tests of this binary, as text lines.
 static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());

@@ -12,11 +12,9 @@
 mod background;
 mod component;
 mod faasmem;
-mod pool_state;
 mod tmo;
 
-pub(crate) use pool_state::PoolState;
-
+use crate::pool::pool_state::PoolState;
 use icebox_core::{ActionSpec, OffloadView, SegmentView};
 use icebox_mem::{Puckets, SegmentBytes};
 use icebox_policy::{
