@@ -13,7 +13,7 @@ pub mod manifest;
 pub mod output_budget;
 mod sandbox;
 
-pub use client::{RuntimeClient, RuntimeError, RuntimeReply};
+pub use client::{RuntimeClient, RuntimeError, RuntimeReply, MAX_RESPONSE_BYTES};
 pub use error::{Cause, SandboxError};
 pub use exit_latch::ExitLatch;
 pub use icebox_core::{LoadingSetInfo, RestoreMode, SnapshotInfo};

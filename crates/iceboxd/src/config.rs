@@ -175,7 +175,8 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_REGISTRY_MAX_BYTES", default_value = "1GiB", value_parser = parse_registry_budget)]
     pub registry_max_bytes: u64,
 
-    /// Largest invocation body (the parameters of an invoke; OpenWhisk's payload limit).
+    /// Largest invocation body (the parameters of an invoke) and largest result an action may
+    /// give (OpenWhisk's payload limit; a result over it is a developer error).
     #[arg(long, env = "ICEBOX_MAX_PAYLOAD", default_value = "5MiB", value_parser = parse_size)]
     pub max_payload: u64,
 

@@ -19,7 +19,9 @@ use icebox_core::{
     ActionSpec, ActivationRecord, ActivationResponse, ActivationStatus, ErrorKind, KeyValue,
 };
 use icebox_policy::SharingMode;
-use icebox_sandbox::{Charge, ExitCause, OutputBudget, RuntimeError, RuntimeReply};
+use icebox_sandbox::{
+    Charge, ExitCause, OutputBudget, RuntimeError, RuntimeReply, MAX_RESPONSE_BYTES,
+};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -143,7 +145,14 @@ pub async fn invoke(
                 .then(|| lease.instance.origin.restored_mode())
                 .flatten(),
         };
-        let outcome = match run(&inv, lease, state.pool.output_budget()).await {
+        let outcome = match run(
+            &inv,
+            lease,
+            state.pool.output_budget(),
+            state.body.max_payload,
+        )
+        .await
+        {
             Delivery::Ran(outcome) => outcome,
             // The warm instance's runtime was already gone: the action never saw this
             // activation, so another instance may run it.
@@ -314,7 +323,14 @@ fn undelivered_report(action: &ActionSpec) -> RunReport {
     }
 }
 
-async fn run(inv: &Invocation, lease: Lease, budget: &Arc<OutputBudget>) -> Delivery {
+/// `max_result`: the largest response the action may give (OpenWhisk limits results by its
+/// payload limit, `--max-payload`).
+async fn run(
+    inv: &Invocation,
+    lease: Lease,
+    budget: &Arc<OutputBudget>,
+    max_result: usize,
+) -> Delivery {
     let action = &inv.action;
     let sandbox = lease.instance.sandbox.clone();
     let deadline_ms = crate::now_ms() + action.limits.timeout;
@@ -372,6 +388,17 @@ async fn run(inv: &Invocation, lease: Lease, budget: &Arc<OutputBudget>) -> Deli
         Ran::Reply(Ok((reply, _))) if reply.status == RUNTIME_TIMED_OUT => {
             timed_out(action, Health::Reusable)
         }
+        // OpenWhisk's answer to a result over the payload limit; the runtime is fine.
+        Ran::Reply(Ok((reply, charge))) if reply.body.len() > max_result => {
+            held = charge;
+            error = Some(ErrorKind::ResponseTooLarge);
+            (
+                ActivationStatus::DeveloperError,
+                json!({"error": too_long(&reply.body.len().to_string(), max_result)}),
+                false,
+                Health::Reusable,
+            )
+        }
         Ran::Reply(Ok((reply, charge))) => {
             held = charge;
             let (status, result) = classify_reply(&reply);
@@ -397,7 +424,7 @@ async fn run(inv: &Invocation, lease: Lease, budget: &Arc<OutputBudget>) -> Deli
             error = Some(ErrorKind::ResponseTooLarge);
             (
                 ActivationStatus::DeveloperError,
-                json!({"error": "The action produced a response that exceeds the allowed size."}),
+                json!({"error": too_long(&format!("more than {MAX_RESPONSE_BYTES}"), max_result)}),
                 false,
                 Health::Broken(EvictReason::Error),
             )
@@ -615,4 +642,11 @@ mod tests {
         assert_eq!(id.len(), 32);
         assert!(id.chars().all(|c| c.is_ascii_hexdigit()));
     }
+}
+
+/// OpenWhisk's message for a response over the limit (`Messages.truncatedResponse`).
+fn too_long(length: &str, max_result: usize) -> String {
+    format!(
+        "The action produced a response that exceeded the allowed length: {length} > {max_result} bytes."
+    )
 }

@@ -616,3 +616,29 @@ fn more_invocations_than_capacity_are_queued_then_refused_with_429() {
     assert_eq!(after.start_kind(), "warm");
     Arc::try_unwrap(d).ok().expect("callers are done").stop();
 }
+
+/// Results are payloads too: one over `--max-payload` is OpenWhisk's developer error with its
+/// message, and the instance serves on (issue 23; before, only a 16 MiB transport cap held).
+#[test]
+fn a_result_over_the_payload_limit_is_a_developer_error_naming_both_sizes() {
+    let d = Daemon::start(&["--max-payload", "1MiB"]);
+    d.deploy(
+        "bigresult",
+        "python:3",
+        "def main(args):\n    return {'s': 'x' * args.get('n', 0)}\n",
+        json!({}),
+    );
+    let small = d.invoke("bigresult", json!({"n": 1000})).expect_success();
+    let a = d.invoke("bigresult", json!({"n": 2 << 20}));
+    assert_eq!(a.status(), "action developer error", "{}", a.result());
+    let error = a.result()["error"].as_str().unwrap().to_string();
+    assert!(
+        error.starts_with("The action produced a response that exceeded the allowed length: ")
+            && error.ends_with(" > 1048576 bytes."),
+        "{error}"
+    );
+    // The runtime is fine: the same instance answers the next call.
+    let again = d.invoke("bigresult", json!({"n": 10})).expect_success();
+    assert_eq!(again.instance(), small.instance());
+    d.stop();
+}
