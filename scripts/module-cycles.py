@@ -317,7 +317,8 @@ def main():
             for a in comp:
                 for b in sorted(mgraph[a] & members):
                     f, t = mvia[(a, b)]
-                    print(f"    {'::'.join(a)} -> {'::'.join(b)}: {f.relative_to(src)} -> {t.relative_to(src)}  ({via[(f, t)]})")
+                    names = f"{'::'.join(a)} -> {'::'.join(b)}"
+                    print(f"    {names}: {f.relative_to(src)} -> {t.relative_to(src)}  ({via[(f, t)]})")
         for comp in file_cycles:
             members = set(comp)
             print("  file cycle: " + ", ".join(str(f.relative_to(src)) for f in comp))

@@ -42,21 +42,22 @@ pub fn total_charge(pool: &[PoolEntry]) -> u64 {
         .fold(0u64, |sum, e| sum.saturating_add(e.charged))
 }
 
+/// A pool entry for tests (crate::testutil re-exports it).
+#[cfg(test)]
+pub(crate) fn entry(id: &str, idle_since: u64, charged: u64, frozen: bool) -> PoolEntry {
+    PoolEntry {
+        id: id.to_string(),
+        action: format!("guest/{id}"),
+        idle_since,
+        charged,
+        frozen,
+        keep_alive_ms: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    // Built here rather than with crate::testutil, which builds on this module.
-    fn entry(id: &str, idle_since: u64, charged: u64, frozen: bool) -> PoolEntry {
-        PoolEntry {
-            id: id.to_string(),
-            action: format!("guest/{id}"),
-            idle_since,
-            charged,
-            frozen,
-            keep_alive_ms: None,
-        }
-    }
 
     #[test]
     fn idle_for_saturates_at_zero() {

@@ -1,18 +1,7 @@
 //! Test helpers shared by the policy modules: pool entry construction and a tiny
 //! deterministic PRNG, so randomised tests replay identically on every run and machine.
 
-use crate::pool::PoolEntry;
-
-pub fn entry(id: &str, idle_since: u64, charged: u64, frozen: bool) -> PoolEntry {
-    PoolEntry {
-        id: id.to_string(),
-        action: format!("guest/{id}"),
-        idle_since,
-        charged,
-        frozen,
-        keep_alive_ms: None,
-    }
-}
+pub(crate) use crate::pool::entry;
 
 /// SplitMix64: statistically decent, one u64 of state, trivially reproducible from a seed.
 pub struct SplitMix64(u64);

@@ -560,6 +560,13 @@ fn kv(key: &str, value: Value) -> KeyValue {
     }
 }
 
+/// OpenWhisk's message for a response over the limit (`Messages.truncatedResponse`).
+fn too_long(length: &str, max_result: usize) -> String {
+    format!(
+        "The action produced a response that exceeded the allowed length: {length} > {max_result} bytes."
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -642,11 +649,4 @@ mod tests {
         assert_eq!(id.len(), 32);
         assert!(id.chars().all(|c| c.is_ascii_hexdigit()));
     }
-}
-
-/// OpenWhisk's message for a response over the limit (`Messages.truncatedResponse`).
-fn too_long(length: &str, max_result: usize) -> String {
-    format!(
-        "The action produced a response that exceeded the allowed length: {length} > {max_result} bytes."
-    )
 }

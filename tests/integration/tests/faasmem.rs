@@ -57,12 +57,19 @@ struct Node {
 }
 
 fn node(extra: &[&str]) -> Option<Node> {
+    node_with(|_| extra.iter().map(|s| s.to_string()).collect())
+}
+
+/// `node`, with flags that may name a path in the node's own state directory.
+fn node_with(extra: impl FnOnce(&StateDir) -> Vec<String>) -> Option<Node> {
     let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !zram_usable() {
         return None;
     }
     let state = StateDir::new();
-    let d = start(&state, extra);
+    let args = extra(&state);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let d = start(&state, &args);
     Some(Node {
         _serial: serial,
         state,
@@ -461,26 +468,19 @@ fn zswap_enabled() -> Option<bool> {
         .map(|s| s.trim() == "Y")
 }
 
-/// A node whose pool is a swap file in its own state directory (the disk tier).
+/// A node whose pool is a swap file in its own state directory (the disk tier), and the file.
 fn node_with_swap_file(extra: &[&str]) -> Option<(Node, String)> {
-    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !zram_usable() {
-        return None;
-    }
-    let state = StateDir::new();
-    let file = state.path().join("offload.swap").display().to_string();
-    let pool = format!("swapfile:{file}:256MiB");
-    let mut args = vec!["--offload-pool", pool.as_str()];
-    args.extend_from_slice(extra);
-    let d = start(&state, &args);
-    Some((
-        Node {
-            _serial: serial,
-            state,
-            d,
-        },
-        file,
-    ))
+    let mut file = String::new();
+    let node = node_with(|state| {
+        file = state.path().join("offload.swap").display().to_string();
+        let mut args = vec![
+            "--offload-pool".to_string(),
+            format!("swapfile:{file}:256MiB"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    })?;
+    Some((node, file))
 }
 
 #[test]

@@ -21,6 +21,18 @@ fn shared(name: &str, concurrency: u32) -> Arc<ActionSpec> {
     Arc::new(a)
 }
 
+/// A pool with room for a burst whose cold starts wait in /init until the gate opens.
+fn gated() -> (Harness, Arc<Semaphore>) {
+    let gate = Arc::new(Semaphore::new(0));
+    let h = Harness::new(Setup {
+        max_instances: 16,
+        queue_size: 16,
+        init_gate: Some(gate.clone()),
+        ..Setup::default()
+    });
+    (h, gate)
+}
+
 /// Admits `n` activations of `a` while its first instance is held in /init, then lets it go.
 async fn burst(h: &Harness, gate: &Semaphore, a: &Arc<ActionSpec>, n: usize) -> Vec<Lease> {
     let tickets: Vec<_> = (0..n).map(|_| h.pool.admit(a).expect("admitted")).collect();
@@ -42,13 +54,7 @@ async fn burst(h: &Harness, gate: &Semaphore, a: &Arc<ActionSpec>, n: usize) -> 
 
 #[tokio::test]
 async fn a_cold_burst_joins_the_instance_being_started() {
-    let gate = Arc::new(Semaphore::new(0));
-    let h = Harness::new(Setup {
-        max_instances: 16,
-        queue_size: 16,
-        init_gate: Some(gate.clone()),
-        ..Setup::default()
-    });
+    let (h, gate) = gated();
     let a = shared("burst", 8);
     let leases = burst(&h, &gate, &a, 8).await;
     assert_eq!(
@@ -66,13 +72,7 @@ async fn a_cold_burst_joins_the_instance_being_started() {
 
 #[tokio::test]
 async fn a_burst_beyond_one_instance_starts_only_as_many_as_it_needs() {
-    let gate = Arc::new(Semaphore::new(0));
-    let h = Harness::new(Setup {
-        max_instances: 16,
-        queue_size: 16,
-        init_gate: Some(gate.clone()),
-        ..Setup::default()
-    });
+    let (h, gate) = gated();
     let a = shared("burst", 4);
     let leases = burst(&h, &gate, &a, 10).await;
     assert_eq!(
@@ -87,13 +87,7 @@ async fn a_burst_beyond_one_instance_starts_only_as_many_as_it_needs() {
 
 #[tokio::test]
 async fn activations_waiting_for_a_start_that_fails_start_their_own() {
-    let gate = Arc::new(Semaphore::new(0));
-    let h = Harness::new(Setup {
-        max_instances: 16,
-        queue_size: 16,
-        init_gate: Some(gate.clone()),
-        ..Setup::default()
-    });
+    let (h, gate) = gated();
     let a = shared("burst", 4);
     h.backend.bad_code.store(true, Ordering::SeqCst);
     let first = tokio::spawn(h.pool.admit(&a).unwrap().lease(Duration::from_secs(30)));

@@ -40,6 +40,19 @@ async fn tick(h: &Harness) -> Option<u64> {
     wake
 }
 
+/// Four calls 5 s apart (3 idle times in bin 5: representative), then the idle instance is
+/// unloaded at once.
+async fn steady_history(h: &Harness, a: &Arc<ActionSpec>) {
+    run(h, a).await;
+    for _ in 0..3 {
+        h.clock.advance(5 * SEC);
+        tick(h).await;
+        run(h, a).await;
+    }
+    tick(h).await;
+    eventually("unloaded", || h.live() == 0).await;
+}
+
 fn idle_instances(h: &Harness) -> usize {
     h.pool
         .instance_views()
@@ -87,14 +100,7 @@ async fn a_representative_history_unloads_at_once_and_prewarms_before_the_next_c
 async fn a_prewarmed_instance_nobody_calls_goes_after_its_window() {
     let h = hybrid();
     let a = action("periodic", "0.0.1");
-    run(&h, &a).await;
-    for _ in 0..3 {
-        h.clock.advance(5 * SEC);
-        tick(&h).await;
-        run(&h, &a).await;
-    }
-    tick(&h).await;
-    eventually("unloaded", || h.live() == 0).await;
+    steady_history(&h, &a).await;
     h.clock.advance(4_500);
     tick(&h).await;
     eventually("pre-warmed", || idle_instances(&h) == 1).await;
@@ -115,14 +121,7 @@ async fn a_prewarmed_instance_nobody_calls_goes_after_its_window() {
 async fn an_update_cancels_the_prewarm_of_the_old_version() {
     let h = hybrid();
     let a = action("periodic", "0.0.1");
-    run(&h, &a).await;
-    for _ in 0..3 {
-        h.clock.advance(5 * SEC);
-        tick(&h).await;
-        run(&h, &a).await;
-    }
-    tick(&h).await;
-    eventually("unloaded", || h.live() == 0).await;
+    steady_history(&h, &a).await;
     h.pool.retire_action(&a.fqn()).await;
     h.clock.advance(10 * SEC);
     assert_eq!(tick(&h).await, None);

@@ -191,13 +191,7 @@ impl Offload {
         }
         book.incompressible
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        pool.metrics
-            .offload
-            .skipped
-            .get_or_create(&ReasonLabel {
-                reason: "incompressible".into(),
-            })
-            .inc();
+        self.skip(pool, "incompressible");
         pool.events.emit(
             &instance.id,
             &instance.fqn,
