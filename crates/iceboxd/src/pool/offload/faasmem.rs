@@ -107,6 +107,10 @@ impl Offload {
             return;
         };
         let mut state = book.state.lock().unwrap();
+        // Steps queued behind the one that found the pages incompressible do nothing.
+        if book.incompressible() {
+            return;
+        }
         let Some(puckets) = state.puckets.as_mut() else {
             return;
         };
@@ -360,8 +364,10 @@ impl Offload {
         let Ok(mut state) = book.state.try_lock() else {
             return;
         };
-        // The request that ends the period may have arrived since the plan.
-        if !book.in_semiwarm()
+        // The request that ends the period may have arrived since the plan; an earlier step
+        // may have found the pages incompressible.
+        if book.incompressible()
+            || !book.in_semiwarm()
             || pool.slots.get(&instance.id).map(|s| s.state) == Some(InstanceState::Running)
         {
             return;
