@@ -131,6 +131,11 @@ impl CodeStore {
         }
     }
 
+    /// The stored archive of this digest, to read.
+    pub fn open_archive(&self, sha256: &str) -> std::io::Result<std::fs::File> {
+        std::fs::File::open(self.dir.join(sha256))
+    }
+
     /// Removes the files no action in `keep` names, and stale partial uploads.
     pub fn collect(&self, keep: &HashSet<String>) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {

@@ -421,6 +421,56 @@ fn sharing_annotations_are_checked_at_deploy() {
     }
     // Nothing was stored by the refusals.
     assert_eq!(d.get("/api/v1/namespaces/_/actions/bad").status, 404);
+    // A zip is scanned as the code store keeps it: its own scripts, not its node_modules.
+    let zip = |files: &[(&str, &str)]| {
+        use std::io::Write;
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for (name, body) in files {
+            w.start_file(*name, zip::write::SimpleFileOptions::default())
+                .unwrap();
+            w.write_all(body.as_bytes()).unwrap();
+        }
+        base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            w.finish().unwrap().into_inner(),
+        )
+    };
+    let put_zip = |name: &str, files: &[(&str, &str)]| {
+        d.put_action(
+            name,
+            &json!({"exec": {"kind": "nodejs:20", "code": zip(files), "binary": true},
+                    "annotations": [{"key": "icebox.sharing", "value": "isolate"}]}),
+        )
+    };
+    let refused = put_zip(
+        "badzip",
+        &[
+            ("package.json", r#"{"main": "index.js"}"#),
+            ("index.js", "exports.main = require('./lib/io').main;"),
+            (
+                "lib/io.js",
+                "const fs = require('fs');\nexports.main = () => ({});",
+            ),
+        ],
+    );
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(
+        refused.error_message().contains("'fs' (lib/io.js)"),
+        "{}",
+        refused.body
+    );
+    let fine = put_zip(
+        "goodzip",
+        &[
+            ("package.json", r#"{"main": "index.js"}"#),
+            ("index.js", "exports.main = () => ({ok: true});"),
+            (
+                "node_modules/dep/index.js",
+                "module.exports = require('fs');",
+            ),
+        ],
+    );
+    assert_eq!(fine.status, 200, "{}", fine.body);
     // The worker engine has Node's built-ins: the same code deploys there.
     let worker = put(
         "nodejs:20",

@@ -282,7 +282,12 @@ async fn store_put(
         .unwrap_or_default();
     crate::pool::sharing::validate(&spec.annotations, &language, spec.limits.memory)
         .map_err(ApiError::bad_request)?;
-    crate::pool::sharing::validate_code(&spec).map_err(ApiError::bad_request)?;
+    let archive = spec
+        .exec
+        .sha256
+        .as_deref()
+        .and_then(|sha256| state.code.open_archive(sha256).ok());
+    crate::pool::sharing::validate_code(&spec, archive).map_err(ApiError::bad_request)?;
     state
         .pool
         .backends()

@@ -142,11 +142,16 @@ fn number(v: &Value) -> Option<u64> {
 
 /// Checked at deployment: an action in isolate mode on the v8 engine whose own code loads a
 /// Node.js built-in that reaches the host is refused, naming the module (docs/isolates.md).
-pub fn validate_code(action: &ActionSpec) -> Result<(), String> {
+/// `archive`: the action's zip as the code store holds it (None for source code).
+pub fn validate_code(action: &ActionSpec, archive: Option<std::fs::File>) -> Result<(), String> {
     if sharing_of(action) != SharingMode::Isolate || isolate_engine(action) != "v8" {
         return Ok(());
     }
-    match scan::first_host_builtin(&action.exec.code, action.exec.binary) {
+    let found = match archive {
+        Some(file) => scan::in_archive(std::io::BufReader::new(file)),
+        None => scan::in_source(&action.exec.code),
+    };
+    match found {
         None => Ok(()),
         Some((module, file)) => Err(format!(
             "The action requires the Node.js built-in module '{module}' ({file}), which isolate \

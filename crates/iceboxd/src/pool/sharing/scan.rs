@@ -5,8 +5,7 @@
 //! loaded (runtimes/nodejs/lib/v8-require.js), which also covers what the scan cannot see
 //! (a name computed at run time, a dependency in node_modules that needs one).
 
-use base64::Engine;
-use std::io::{Cursor, Read};
+use std::io::{Read, Seek};
 
 /// Node.js 20's built-in modules (`require('module').builtinModules`, internal ones left out).
 const NODE_BUILTINS: &[&str] = &[
@@ -73,18 +72,17 @@ const PROVIDED: &[&str] = &["buffer", "crypto", "url", "util"];
 /// still applies to it.
 const MAX_SCANNED_FILE: u64 = 4 << 20;
 
-/// The first host built-in the action's own code loads, with the file it is in.
-pub fn first_host_builtin(code: &str, binary: bool) -> Option<(String, String)> {
-    if !binary {
-        return host_builtins(code)
-            .into_iter()
-            .next()
-            .map(|m| (m, "the action's code".into()));
-    }
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(code.trim())
-        .ok()?;
-    let mut archive = zip::ZipArchive::new(Cursor::new(bytes)).ok()?;
+/// The first host built-in a source file loads, with where it is.
+pub fn in_source(code: &str) -> Option<(String, String)> {
+    host_builtins(code)
+        .into_iter()
+        .next()
+        .map(|m| (m, "the action's code".into()))
+}
+
+/// The same for a zip: its scripts outside `node_modules`.
+pub fn in_archive(archive: impl Read + Seek) -> Option<(String, String)> {
+    let mut archive = zip::ZipArchive::new(archive).ok()?;
     for i in 0..archive.len() {
         let Ok(mut entry) = archive.by_index(i) else {
             continue;
@@ -198,7 +196,7 @@ fn module_names(source: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use std::io::{Cursor, Write};
 
     #[test]
     fn finds_requires_and_imports_of_host_built_ins_only() {
@@ -231,7 +229,7 @@ mod tests {
                     .unwrap();
                 w.write_all(body.as_bytes()).unwrap();
             }
-            base64::engine::general_purpose::STANDARD.encode(w.finish().unwrap().into_inner())
+            w.finish().unwrap()
         };
         let clean = zip(&[
             (
@@ -243,7 +241,7 @@ mod tests {
                 "module.exports = () => require('fs');",
             ),
         ]);
-        assert_eq!(first_host_builtin(&clean, true), None);
+        assert_eq!(in_archive(clean), None);
         let dirty = zip(&[
             ("index.js", "exports.main = require('./lib/io').main;"),
             (
@@ -251,15 +249,9 @@ mod tests {
                 "const os = require('os'); exports.main = () => os.cpus();",
             ),
         ]);
+        assert_eq!(in_archive(dirty), Some(("os".into(), "lib/io.js".into())));
         assert_eq!(
-            first_host_builtin(&dirty, true),
-            Some(("os".into(), "lib/io.js".into()))
-        );
-        assert_eq!(
-            first_host_builtin(
-                "function main() { return require('crypto').randomUUID(); }",
-                false
-            ),
+            in_source("function main() { return require('crypto').randomUUID(); }"),
             None
         );
     }
