@@ -13,6 +13,7 @@ pub mod clock;
 pub mod desiccant;
 pub mod faasmem;
 pub mod keepalive;
+pub mod placement;
 pub mod pool;
 pub mod sharing;
 
@@ -33,6 +34,10 @@ pub use faasmem::{
 pub use keepalive::{
     Admission, ConfigError, EvictOrder, EvictionReason, HybridConfig, HybridPolicy, IdleHistogram,
     KeepAliveConfig, KeepAlivePolicy, ParseEvictOrderError, Windows,
+};
+pub use placement::{
+    Candidate as PlacementCandidate, NodeView, ParsePlacementPolicyError, PlacementPolicy,
+    PlacementReason,
 };
 pub use pool::{lru_order, total_charge, PoolEntry};
 pub use sharing::{
