@@ -12,6 +12,9 @@ use std::sync::Arc;
 /// After this many bytes given back since the last trim, free heap pages go back to the
 /// kernel.
 const TRIM_EVERY: u64 = 16 * MIB;
+/// When the budget empties, a trim if at least this much was given back since the last one
+/// (small outputs of a quiet node are not worth walking the arenas for).
+const TRIM_AT_REST: u64 = MIB;
 
 #[derive(Debug)]
 pub struct OutputBudget {
@@ -65,9 +68,12 @@ impl OutputBudget {
     }
 
     fn give_back(&self, bytes: u64) {
-        self.held.fetch_sub(bytes, Ordering::AcqRel);
+        let held = self.held.fetch_sub(bytes, Ordering::AcqRel) - bytes;
         let freed = self.freed_since_trim.fetch_add(bytes, Ordering::AcqRel) + bytes;
-        if freed >= TRIM_EVERY
+        // Every 16 MiB, and once more when a burst is over (nothing held): what its last
+        // activations freed after the previous trim would stay with the allocator otherwise.
+        let due = freed >= TRIM_EVERY || (held == 0 && freed >= TRIM_AT_REST);
+        if due
             && self
                 .freed_since_trim
                 .compare_exchange(freed, 0, Ordering::AcqRel, Ordering::Acquire)
@@ -163,5 +169,25 @@ mod tests {
         assert_eq!((a.bytes(), budget.held()), (100, 100));
         drop(a);
         assert_eq!(budget.held(), 0);
+    }
+
+    #[test]
+    fn an_emptied_budget_trims_what_the_last_outputs_gave_back() {
+        let budget = OutputBudget::new(64 * MIB);
+        let since_trim = |b: &OutputBudget| b.freed_since_trim.load(Ordering::Acquire);
+        // Two outputs of 3 MiB: the first given back leaves the other held, no trim yet.
+        let (mut a, mut b) = (Charge::default(), Charge::default());
+        assert!(budget.try_take(3 * MIB, &mut a));
+        assert!(budget.try_take(3 * MIB, &mut b));
+        drop(a);
+        assert_eq!(since_trim(&budget), 3 * MIB);
+        // The last one empties the budget: a trim is due, far below the 16 MiB batch.
+        drop(b);
+        assert_eq!(since_trim(&budget), 0);
+        // A quiet node's small outputs are not worth a trim each.
+        let mut small = Charge::default();
+        assert!(budget.try_take(4096, &mut small));
+        drop(small);
+        assert_eq!(since_trim(&budget), 4096);
     }
 }
