@@ -323,23 +323,23 @@ fn stopped_and_killed_nodes_leave_placement_and_nothing_runs_twice() {
     signal(stopped, libc::SIGSTOP);
     let stopped_at = std::time::Instant::now();
     // Forwarded to the stopped node, which accepts the connection and never answers: a clear
-    // error, not a second run elsewhere.
-    let lost = invoke_on(entry, "echo", "in-flight");
+    // error, not a second run elsewhere. Meanwhile its lease lapses and it leaves placement.
+    let others: Vec<&str> = ["n1", "n2", "n3"]
+        .into_iter()
+        .filter(|id| *id != warm)
+        .collect();
+    let (lost, left_after) = std::thread::scope(|s| {
+        let lost = s.spawn(|| invoke_on(entry, "echo", "in-flight"));
+        wait_members(entry, &others);
+        let left_after = stopped_at.elapsed();
+        (lost.join().unwrap(), left_after)
+    });
+    eprintln!("a SIGSTOPped node left placement {left_after:?} after the signal (lease {LEASE})");
     assert_eq!(lost.status, 502, "{}", lost.body);
     assert!(
         lost.error_message().contains("may have run there") && lost.error_message().contains(&warm),
         "{}",
         lost.body
-    );
-    // Its lease has lapsed by now: it is out of placement and invocations go elsewhere.
-    let others: Vec<&str> = ["n1", "n2", "n3"]
-        .into_iter()
-        .filter(|id| *id != warm)
-        .collect();
-    wait_members(entry, &others);
-    eprintln!(
-        "a SIGSTOPped node left placement {:?} after the signal (lease {LEASE}; one forward to it waited its 13 s timeout first)",
-        stopped_at.elapsed()
     );
     for i in 0..5 {
         invoke_on(entry, "echo", &format!("after-{i}")).expect(200);
