@@ -253,7 +253,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let known: Vec<_> = state.actions.read().unwrap().values().cloned().collect();
     pool.start_components(&known).await;
     if state.cluster.is_some() {
-        crate::cluster::Cluster::start(&state, stop_rx.clone()).await?;
+        crate::cluster_sync::start(&state, stop_rx.clone()).await?;
     }
     let manager = tokio::spawn(pool.clone().run_manager(stop_rx.clone()));
     let shares = tokio::spawn(crate::shares::keep_shares(state.clone(), stop_rx.clone()));

@@ -42,22 +42,6 @@ impl Node {
             .cloned()
     }
 
-    /// [`Self::action`], or on a cluster node one deployed elsewhere that this node's mirror
-    /// has not caught up with yet.
-    pub async fn find_action(
-        self: &Arc<Self>,
-        namespace: &str,
-        name: &str,
-    ) -> Option<Arc<ActionSpec>> {
-        if let Some(found) = self.action(namespace, name) {
-            return Some(found);
-        }
-        if self.cluster.is_some() {
-            return crate::cluster::fetch_action(self, namespace, name).await;
-        }
-        None
-    }
-
     pub fn cache_action(&self, spec: ActionSpec) -> Arc<ActionSpec> {
         let spec = Arc::new(spec);
         self.actions

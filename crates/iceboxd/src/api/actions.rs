@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 /// A blocking invocation still running after this answers 202 with its id (OpenWhisk's rule).
-pub const BLOCKING_WAIT: Duration = Duration::from_secs(60);
+const BLOCKING_WAIT: Duration = Duration::from_secs(60);
 
 /// Every field may be left out on an update (`overwrite=true`): it keeps its stored value.
 #[derive(Deserialize)]
@@ -297,7 +297,9 @@ async fn store_put(
     let registry = state.registry.clone();
     let stored = if state.cluster.is_some() {
         // The cluster decides the version; this node's registry mirrors it.
-        let stored = crate::cluster::put_action(state, spec, overwrite).await?;
+        let cluster = state.cluster.as_ref().expect("checked above");
+        let code = crate::cluster_sync::inline_code(state, &spec).await;
+        let stored = crate::cluster::put_action(cluster, spec, overwrite, code).await?;
         let copy = stored.clone();
         tokio::task::spawn_blocking(move || registry.store_action(&copy)).await??;
         stored
@@ -321,8 +323,7 @@ pub async fn get(
 ) -> Result<Json<Value>, ApiError> {
     let namespace = resolve_namespace(&state, &caller, &namespace)?;
     let with_code = query::flag("code", q.code.as_deref(), true)?;
-    let spec = state
-        .find_action(&namespace, &name)
+    let spec = crate::cluster_sync::find_action(&state, &namespace, &name)
         .await
         .ok_or_else(|| not_found(&namespace, &name))?;
     let mut action = action_json(&spec, with_code);
@@ -377,8 +378,8 @@ pub async fn delete(
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let namespace = resolve_namespace(&state, &caller, &namespace)?;
-    let shared = match state.cluster {
-        Some(_) => Some(crate::cluster::delete_action(&state, &namespace, &name).await?),
+    let shared = match &state.cluster {
+        Some(cluster) => Some(crate::cluster::delete_action(cluster, &namespace, &name).await?),
         None => None,
     };
     let registry = state.registry.clone();
@@ -492,13 +493,19 @@ pub async fn invoke(
     let namespace = resolve_namespace(&state, &caller, &namespace)?;
     let blocking = query::flag("blocking", q.blocking.as_deref(), false)?;
     let result_only = query::flag("result", q.result.as_deref(), false)?;
-    let action = state
-        .find_action(&namespace, &name)
+    let action = crate::cluster_sync::find_action(&state, &namespace, &name)
         .await
         .ok_or_else(|| not_found(&namespace, &name))?;
     let bytes = body_bytes(&state, body, Some(state.body.max_payload))?;
-    if let Some(ran_elsewhere) =
-        super::cluster::route_invocation(&state, &action, &uri, &headers, &bytes, blocking).await?
+    if let Some(ran_elsewhere) = super::cluster::route_invocation(
+        &state,
+        &action,
+        &uri,
+        &headers,
+        &bytes,
+        blocking.then_some(BLOCKING_WAIT),
+    )
+    .await?
     {
         return Ok(ran_elsewhere);
     }

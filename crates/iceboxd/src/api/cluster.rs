@@ -25,13 +25,14 @@ fn from_client(headers: &HeaderMap) -> bool {
 const TRIES: usize = 3;
 
 /// `Some(response)` when the invocation ran on another node; `None` to run it here.
+/// `blocking_wait` is how long a blocking invocation is waited for (None: non-blocking).
 pub async fn route_invocation(
     state: &AppState,
     action: &ActionSpec,
     uri: &Uri,
     headers: &HeaderMap,
     body: &Bytes,
-    blocking: bool,
+    blocking_wait: Option<Duration>,
 ) -> Result<Option<Response>, ApiError> {
     let Some(cluster) = &state.cluster else {
         return Ok(None);
@@ -42,11 +43,11 @@ pub async fn route_invocation(
     let need = action.limits.memory.saturating_mul(MIB);
     let candidates = cluster.place(&action.fqn(), need);
     // The answer may take the action's whole time limit, then OpenWhisk's blocking wait caps it.
-    let timeout = if blocking {
-        Duration::from_millis(action.limits.timeout).min(super::actions::BLOCKING_WAIT)
-            + Duration::from_secs(10)
-    } else {
-        Duration::from_secs(10)
+    let timeout = match blocking_wait {
+        Some(wait) => {
+            Duration::from_millis(action.limits.timeout).min(wait) + Duration::from_secs(10)
+        }
+        None => Duration::from_secs(10),
     };
     let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
     for (member, reason) in candidates.into_iter().take(TRIES) {

@@ -105,8 +105,8 @@ pub async fn put(
             "A limit of 0 would refuse every invocation: leave the limit out for none.",
         ));
     }
-    if state.cluster.is_some() {
-        crate::cluster::put_namespace(&state, &name, body.limits, overwrite).await?;
+    if let Some(cluster) = &state.cluster {
+        crate::cluster::put_namespace(cluster, &name, body.limits, overwrite).await?;
     }
     // In a cluster etcd already refused a second create; this node's copy follows it.
     let local_overwrite = overwrite || state.cluster.is_some();
@@ -151,8 +151,8 @@ pub async fn delete(
             "The namespace '{name}' has {actions} action(s): delete them first, or delete with force=true to remove them with it."
         )));
     }
-    if state.cluster.is_some() {
-        crate::cluster::delete_namespace(&state, &name).await?;
+    if let Some(cluster) = &state.cluster {
+        crate::cluster::delete_namespace(cluster, &name).await?;
     }
     // Its actions leave the cache first, so nothing new starts, then their instances go.
     let fqns: Vec<String> = {
@@ -227,8 +227,8 @@ pub async fn revoke_key(
             "The admin key is the node's own (--auth or the state directory's auth file) and cannot be revoked here.",
         )),
         Some((namespace, false)) => {
-            if state.cluster.is_some() {
-                crate::cluster::delete_key(&state, &uuid).await?;
+            if let Some(cluster) = &state.cluster {
+                crate::cluster::delete_key(cluster, &uuid).await?;
             }
             let registry = state.registry.clone();
             let id = uuid.clone();
@@ -260,7 +260,8 @@ async fn share_key(state: &AppState, uuid: &str) -> Result<(), ApiError> {
     })
     .await??
     .ok_or_else(|| ApiError::internal("the new key vanished before it could be shared"))?;
-    if let Err(e) = crate::cluster::put_key(state, &row).await {
+    let cluster = state.cluster.as_ref().expect("only called in cluster mode");
+    if let Err(e) = crate::cluster::put_key(cluster, &row).await {
         let registry = state.registry.clone();
         let id = uuid.to_string();
         tokio::task::spawn_blocking(move || registry.delete_key(&id)).await??;

@@ -1,24 +1,21 @@
-//! A node's membership: who may join (same cluster, same admin key), its record under a lease
-//! kept alive every third of the lease, and every node's view of the live members. A node
-//! whose lease lapses (killed, stopped, cut off) disappears from everyone's placement when
-//! etcd deletes its keys; it re-registers under a new lease when it can reach etcd again.
+//! Who may join (same cluster, same admin key, a free node id), and every node's view of the
+//! live members: a node whose lease lapses (killed, stopped, cut off) disappears from
+//! everyone's placement when etcd deletes its record. (Keeping this node's own record alive is
+//! `cluster_sync::membership`.)
 
 use super::store::{follow, Change, Follower, Item, Store};
-use super::{ClusterConfig, Keys, Member};
-use crate::state::AppState;
+use super::{Cluster, ClusterConfig, Keys, Member};
 use anyhow::Context;
-use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::sync::Arc;
 use tokio::sync::watch;
 
 /// The file in a state directory naming the cluster it joined.
 const JOINED_FILE: &str = "cluster.json";
-/// How long one keep-alive answer may take before the lease is treated as in doubt.
-const KEEP_ALIVE_ANSWER: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 struct Meta {
@@ -158,134 +155,12 @@ async fn check_node_id(store: &Store, keys: &Keys, cfg: &ClusterConfig) -> anyho
     Ok(())
 }
 
-/// What this node tells the others about itself now.
-fn record(state: &AppState) -> Member {
-    let cluster = state.cluster.as_ref().expect("cluster mode");
-    let memory = state.pool.memory_view();
-    let views = state.pool.instance_views();
-    let warm = views.iter().filter(|v| v.state.is_kept_alive()).count();
-    let in_flight = views.iter().map(|v| u64::from(v.in_flight)).sum();
-    Member {
-        id: cluster.cfg.node_id.clone(),
-        url: cluster.cfg.advertise.clone(),
-        kinds: state.pool.runtimes().kinds(),
-        budget: memory.budget,
-        charged: memory.charged,
-        memory_by_state: memory
-            .by_state
-            .iter()
-            .map(|(s, m)| (s.clone(), m.memory.uss))
-            .collect(),
-        instances: state.pool.instance_count(),
-        warm,
-        in_flight,
-        version: env!("CARGO_PKG_VERSION").into(),
-    }
-}
-
-/// A new lease and the record under it.
-pub async fn register(state: &AppState) -> anyhow::Result<()> {
-    let cluster = state.cluster.as_ref().expect("cluster mode");
-    let ttl = i64::try_from(cluster.cfg.lease.as_secs().max(1)).unwrap_or(i64::MAX);
-    let lease = cluster
-        .etcd(|s| async move { s.client().lease_grant(ttl, None).await })
-        .await?
-        .id();
-    cluster.lease.store(lease, Ordering::SeqCst);
-    put_record(state, lease).await?;
-    Ok(())
-}
-
-async fn put_record(state: &AppState, lease: i64) -> Result<(), super::ClusterError> {
-    let cluster = state.cluster.as_ref().expect("cluster mode");
-    let me = record(state);
-    let value = serde_json::to_vec(&me).unwrap_or_default();
-    let key = cluster.keys().node(&me.id);
-    cluster
-        .etcd(|s| {
-            let (key, value) = (key.clone(), value.clone());
-            async move {
-                s.client()
-                    .put(key, value, Some(PutOptions::new().with_lease(lease)))
-                    .await
-            }
-        })
-        .await?;
-    // Our own record counts at once: placement must not wait for the watch to see us.
-    cluster.members.write().unwrap().insert(me.id.clone(), me);
-    Ok(())
-}
-
-/// Keeps the lease alive and the record fresh until `stop`; after a lapse (etcd unreachable for
-/// longer than the lease) registers again.
-pub async fn keep(state: AppState, mut stop: watch::Receiver<bool>) {
-    let cluster = state.cluster.clone().expect("cluster mode");
-    let period = (cluster.cfg.lease / 3).max(Duration::from_millis(200));
-    let mut keeper: Option<(etcd_client::LeaseKeeper, etcd_client::LeaseKeepAliveStream)> = None;
-    loop {
-        tokio::select! {
-            _ = stop.changed() => break,
-            () = tokio::time::sleep(period) => {}
-        }
-        let lease = cluster.lease.load(Ordering::SeqCst);
-        if lease == 0 {
-            if let Err(e) = register(&state).await {
-                tracing::debug!("cannot register with the cluster yet: {e:#}");
-            }
-            continue;
-        }
-        match keep_alive_once(&cluster, lease, &mut keeper).await {
-            Ok(true) => {
-                if let Err(e) = put_record(&state, lease).await {
-                    tracing::debug!("cannot refresh this node's record: {e}");
-                }
-            }
-            Ok(false) => {
-                tracing::warn!("this node's cluster lease lapsed: registering again");
-                keeper = None;
-                cluster.lease.store(0, Ordering::SeqCst);
-            }
-            Err(why) => {
-                keeper = None;
-                cluster.etcd_failed(&why);
-            }
-        }
-    }
-}
-
-/// Ok(false) when etcd says the lease is gone.
-async fn keep_alive_once(
-    cluster: &super::Cluster,
-    lease: i64,
-    keeper: &mut Option<(etcd_client::LeaseKeeper, etcd_client::LeaseKeepAliveStream)>,
-) -> Result<bool, String> {
-    if keeper.is_none() {
-        let pair = tokio::time::timeout(
-            KEEP_ALIVE_ANSWER,
-            cluster.store().client().lease_keep_alive(lease),
-        )
-        .await
-        .map_err(|_| "no answer to a lease keep-alive".to_string())?
-        .map_err(|e| e.to_string())?;
-        *keeper = Some(pair);
-    }
-    let (k, stream) = keeper.as_mut().expect("set above");
-    k.keep_alive().await.map_err(|e| e.to_string())?;
-    let answer = tokio::time::timeout(KEEP_ALIVE_ANSWER, stream.message())
-        .await
-        .map_err(|_| "no answer to a lease keep-alive".to_string())?
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| "the lease keep-alive stream ended".to_string())?;
-    cluster.etcd_ok();
-    Ok(answer.ttl() > 0)
-}
-
-struct Members(AppState);
+struct Members(Arc<Cluster>);
 
 #[async_trait::async_trait]
 impl Follower for Members {
     async fn reset(&mut self, items: Vec<Item>) {
-        let cluster = self.0.cluster.as_ref().expect("cluster mode");
+        let cluster = &self.0;
         let me = cluster.node_id().to_string();
         let mut members = cluster.members.write().unwrap();
         let mine = members.remove(&me);
@@ -303,7 +178,7 @@ impl Follower for Members {
     }
 
     async fn change(&mut self, change: Change) {
-        let cluster = self.0.cluster.as_ref().expect("cluster mode");
+        let cluster = &self.0;
         let nodes = cluster.keys().nodes();
         match change {
             Change::Put(item) => {
@@ -329,10 +204,9 @@ impl Follower for Members {
     }
 }
 
-pub async fn watch_members(state: AppState, stop: watch::Receiver<bool>) {
-    let cluster = state.cluster.clone().expect("cluster mode");
+pub async fn watch_members(cluster: Arc<Cluster>, stop: watch::Receiver<bool>) {
     let prefix = cluster.keys().nodes();
-    follow(&cluster, prefix, Members(state), stop).await;
+    follow(&cluster.clone(), prefix, Members(cluster), stop).await;
 }
 
 #[cfg(test)]

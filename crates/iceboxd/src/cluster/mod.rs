@@ -13,22 +13,22 @@ mod keys;
 mod membership;
 mod metrics;
 mod replicate;
-mod store;
+pub(crate) mod store;
 mod warm;
 
 pub use forward::{ForwardOutcome, Outgoing, FORWARDED_BY};
 pub use keys::Keys;
 pub use metrics::ClusterCollector;
 pub use replicate::{
-    delete_action, delete_key, delete_namespace, fetch_action, put_action, put_key, put_namespace,
+    delete_action, delete_key, delete_namespace, put_action, put_key, put_namespace, read_action,
+    SharedAction,
 };
 
-use crate::state::AppState;
 use icebox_policy::{NodeView, PlacementPolicy, PlacementReason};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// What `--cluster` and its companion flags say.
@@ -136,10 +136,10 @@ pub struct Cluster {
     store: store::Store,
     keys: Keys,
     /// The lease this node's membership and warm keys live under (0 before the first grant).
-    lease: AtomicI64,
-    members: RwLock<BTreeMap<String, Member>>,
+    pub(crate) lease: AtomicI64,
+    pub(crate) members: RwLock<BTreeMap<String, Member>>,
     /// Action fqn → ids of the nodes holding an idle instance of it.
-    warm: RwLock<HashMap<String, BTreeSet<String>>>,
+    pub(crate) warm: RwLock<HashMap<String, BTreeSet<String>>>,
     /// False while etcd does not answer (health says degraded; placement stays local).
     reachable: AtomicBool,
     last_error: Mutex<Option<String>>,
@@ -178,31 +178,11 @@ impl Cluster {
         })
     }
 
-    /// Registers the node, mirrors the shared state into the local registry, and keeps both
-    /// current until `stop`.
-    pub async fn start(
-        state: &AppState,
-        stop: tokio::sync::watch::Receiver<bool>,
-    ) -> anyhow::Result<()> {
-        let cluster = state
-            .cluster
-            .clone()
-            .expect("start is only called in cluster mode");
-        replicate::resync(state).await?;
-        membership::register(state).await?;
-        tokio::spawn(membership::keep(state.clone(), stop.clone()));
-        tokio::spawn(membership::watch_members(state.clone(), stop.clone()));
-        tokio::spawn(warm::publish(state.clone(), stop.clone()));
-        tokio::spawn(warm::watch(state.clone(), stop.clone()));
-        tokio::spawn(replicate::watch(state.clone(), stop));
-        tokio::spawn(index::write(cluster.clone()));
-        tracing::info!(
-            node = %cluster.cfg.node_id,
-            prefix = %cluster.cfg.prefix,
-            "joined the cluster (placement {})",
-            cluster.cfg.placement
-        );
-        Ok(())
+    /// Follows the members and their warm instances until `stop`; writes the activation index.
+    pub fn follow(self: &Arc<Self>, stop: &tokio::sync::watch::Receiver<bool>) {
+        tokio::spawn(membership::watch_members(self.clone(), stop.clone()));
+        tokio::spawn(warm::watch(self.clone(), stop.clone()));
+        tokio::spawn(index::write(self.clone()));
     }
 
     /// Leaves at once instead of after the lease: placement stops sending here.
@@ -228,11 +208,11 @@ impl Cluster {
         })
     }
 
-    fn etcd_ok(&self) {
+    pub(crate) fn etcd_ok(&self) {
         self.reachable.store(true, Ordering::Relaxed);
     }
 
-    fn etcd_failed(&self, why: &str) {
+    pub(crate) fn etcd_failed(&self, why: &str) {
         self.stats.etcd_errors.fetch_add(1, Ordering::Relaxed);
         self.reachable.store(false, Ordering::Relaxed);
         *self.last_error.lock().unwrap() = Some(why.to_string());
