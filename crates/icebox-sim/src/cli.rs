@@ -1,10 +1,11 @@
 //! The command line.
 
 use crate::profile::Mapping;
-use crate::sim::{KeepAliveSpec, Placement, Technique};
+use crate::sim::{KeepAliveSpec, Technique};
 use crate::trace::{Expansion, TraceSpec};
 use crate::units::{parse_duration_ms, parse_size_bytes};
 use clap::Parser;
+use icebox_policy::placement::PlacementPolicy;
 use icebox_policy::{EvictOrder, SharingMode};
 use std::path::PathBuf;
 
@@ -106,9 +107,12 @@ pub struct Args {
     #[arg(long, value_name = "C", default_value_t = 0)]
     pub node_cores: u32,
 
-    /// Where new instances go.
-    #[arg(long, value_enum, default_value = "openwhisk")]
-    pub placement: Placement,
+    /// Which node runs each activation, through the daemon's placement code
+    /// (icebox_policy::placement): warm-home (a node with an idle instance of the function,
+    /// else OpenWhisk's home-node hash with a co-prime step, checked against free memory),
+    /// hash (OpenWhisk's hash alone, blind to warm instances) or round-robin.
+    #[arg(long, value_name = "POLICY", default_value = "warm-home")]
+    pub placement: PlacementPolicy,
 
     /// Keep-alive of idle instances: ttl:DURATION (icebox-policy KeepAlivePolicy), hybrid
     /// (the hybrid histogram policy of Shahrad et al.) or infinite (until memory pressure
