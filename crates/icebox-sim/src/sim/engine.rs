@@ -5,7 +5,7 @@ use super::config::{KeepAliveSpec, SimConfig, Technique};
 use super::metrics::{Counters, Metrics, TimelineRow};
 use super::state::{compact, Func, Inst, Node, Ref};
 use crate::profile::Resolved;
-use icebox_policy::placement::{self, NodeView};
+use icebox_policy::placement::{self, Candidate, NodeView};
 use icebox_policy::{
     join_busy_by, Estimate, EvictOrder, HybridPolicy, KeepAliveConfig, KeepAlivePolicy,
     ReclaimThreshold, Retained,
@@ -66,8 +66,9 @@ pub struct Sim<'a> {
     /// `n1` … `nN`: the ids a live cluster of N nodes started by the bench recipe has, so
     /// homes agree between the simulation and the cluster.
     node_ids: Vec<String>,
-    /// Node indices ordered by id (`n10` sorts before `n2`).
+    /// Node indices ordered by id (`n10` sorts before `n2`), and each node's place in it.
     by_id: Vec<u32>,
+    id_rank: Vec<u32>,
     arrivals: u64,
     keepalive: KeepAlivePolicy,
     hybrid: HybridPolicy,
@@ -111,6 +112,10 @@ impl<'a> Sim<'a> {
         let node_ids: Vec<String> = (1..=nodes).map(|k| format!("n{k}")).collect();
         let mut by_id: Vec<u32> = (0..nodes).collect();
         by_id.sort_by(|&a, &b| node_ids[a as usize].cmp(&node_ids[b as usize]));
+        let mut id_rank = vec![0; by_id.len()];
+        for (rank, &n) in (0u32..).zip(&by_id) {
+            id_rank[n as usize] = rank;
+        }
         let threshold = ReclaimThreshold::new(&cfg.desiccant);
         Sim {
             cfg,
@@ -119,6 +124,7 @@ impl<'a> Sim<'a> {
             names,
             node_ids,
             by_id,
+            id_rank,
             arrivals: 0,
             keepalive,
             hybrid: HybridPolicy::new(cfg.hybrid),
@@ -336,42 +342,42 @@ impl<'a> Sim<'a> {
     /// placement policy orders the nodes; the first that can take the activation (after
     /// evicting idle instances) runs it, else it queues.
     fn place(&mut self, func: u32, class: &Resolved, turn: u64) -> Option<(u32, bool, u64)> {
+        if self.nodes.len() == 1 {
+            return self.start_on(0, func, class);
+        }
         self.candidates(func, class.memory.charge(1), turn)
             .into_iter()
-            .find_map(|node| self.start_on(node, func, class))
+            .find_map(|c| self.start_on(self.by_id[c.node], func, class))
     }
 
     /// The nodes in the order `icebox_policy::placement` gives them: the daemon's code, with
     /// a node `warm` when the activation would not cold-start there (an idle instance, or a
     /// busy one with room in the sharing modes) and `free_bytes` its memory not taken by
     /// instances, busy or idle.
-    fn candidates(&self, func: u32, need: u64, turn: u64) -> Vec<u32> {
-        if self.nodes.len() == 1 {
-            return vec![0];
-        }
+    /// Candidates index `by_id`: the views are given in id order, so placement's own sort by id
+    /// finds them sorted.
+    fn candidates(&self, func: u32, need: u64, turn: u64) -> Vec<Candidate> {
+        let mut views: Vec<NodeView<'_>> = self
+            .by_id
+            .iter()
+            .map(|&n| NodeView {
+                id: &self.node_ids[n as usize],
+                warm: false,
+                free_bytes: self.nodes[n as usize].free(),
+            })
+            .collect();
         let f = &self.funcs[func as usize];
-        let mut warm = vec![false; self.nodes.len()];
         for on in f.idle.iter().filter(|on| on.count > 0) {
-            warm[on.node as usize] = true;
+            views[self.id_rank[on.node as usize] as usize].warm = true;
         }
         if self.capacity > 1 {
             for &i in &f.busy {
                 let inst = &self.insts[i as usize];
                 if inst.in_flight < self.capacity {
-                    warm[inst.node as usize] = true;
+                    views[self.id_rank[inst.node as usize] as usize].warm = true;
                 }
             }
         }
-        // Given in id order, so placement's own sort by id finds them sorted.
-        let views: Vec<NodeView<'_>> = self
-            .by_id
-            .iter()
-            .map(|&n| NodeView {
-                id: &self.node_ids[n as usize],
-                warm: warm[n as usize],
-                free_bytes: self.nodes[n as usize].free(),
-            })
-            .collect();
         placement::candidates(
             self.cfg.placement,
             &self.names[func as usize],
@@ -379,9 +385,6 @@ impl<'a> Sim<'a> {
             need,
             turn,
         )
-        .into_iter()
-        .map(|c| self.by_id[c.node])
-        .collect()
     }
 
     /// Runs the activation on `node` if it can: joining a busy instance, else reusing an idle
@@ -668,6 +671,7 @@ impl<'a> Sim<'a> {
         let Some(node) = self
             .candidates(func, need, self.arrivals)
             .into_iter()
+            .map(|c| self.by_id[c.node])
             .find(|&n| self.nodes[n as usize].free() >= need)
         else {
             return;
