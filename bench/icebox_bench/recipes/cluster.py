@@ -48,7 +48,7 @@ class Cluster(Recipe):
         parser.add_argument("--minutes", type=int, default=None, help="length of the busiest window (default 10)")
         parser.add_argument("--speed", type=float, default=None, help="trace time compression (default 2)")
         parser.add_argument("--max-rate", type=float, default=None, help="mean invocations per replay second kept")
-        parser.add_argument("--pool-memory", default=None, help="each node's keep-alive budget (default 384MiB)")
+        parser.add_argument("--pool-memory", default=None, help="each node's keep-alive budget (default 192MiB)")
         parser.add_argument("--policies", default=None, help="placement policies (default warm-home,hash,round-robin)")
         parser.add_argument(
             "--profiles", default=None, help="profile JSON from `profile --sim` (default: measured now)"
