@@ -4,6 +4,7 @@ hand-written inputs."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import json
 import math
@@ -11,6 +12,7 @@ import math
 import pytest
 from icebox_bench.cluster_eval import analysis
 from icebox_bench.cluster_eval.nodes import ClusterNode, node_args
+from icebox_bench.cluster_eval.replay import RoundRobin
 from icebox_bench.isolates_eval import sim_run, sim_validate
 from icebox_bench.recipes import get
 from icebox_bench.recipes.cluster import policy_list
@@ -205,3 +207,27 @@ def test_the_simulator_places_the_recipe_s_events_on_its_named_nodes(tmp_path):
         assert sum(n["cold_starts"] for n in metrics["per_node"]) == metrics["cold_starts"]
         cold[policy] = metrics["cold_starts"]
     assert cold == {"warm-home": 2, "hash": 2, "round-robin": 6}
+
+
+def test_the_front_door_sends_each_invocation_to_the_next_node():
+    class Node:
+        def __init__(self, name):
+            self.name, self.got = name, []
+
+        async def invoke(self, action, params, **kw):
+            self.got.append(action)
+            return self.name
+
+        async def health(self):
+            return {"status": "ok", "node": self.name}
+
+    nodes = [Node("n1"), Node("n2"), Node("n3")]
+    front = RoundRobin(nodes)
+
+    async def go():
+        return [await front.invoke(f"a{k}", {}, blocking=True) for k in range(7)]
+
+    assert asyncio.run(go()) == ["n1", "n2", "n3", "n1", "n2", "n3", "n1"]
+    assert front.sent == [3, 2, 2]
+    assert [n.got for n in nodes] == [["a0", "a3", "a6"], ["a1", "a4"], ["a2", "a5"]]
+    assert asyncio.run(front.health())["node"] == "n1"
