@@ -352,8 +352,9 @@ impl<'a> Sim<'a> {
 
     /// The nodes in the order `icebox_policy::placement` gives them: the daemon's code, with
     /// a node `warm` when the activation would not cold-start there (an idle instance, or a
-    /// busy one with room in the sharing modes) and `free_bytes` its memory not taken by
-    /// instances, busy or idle.
+    /// busy one with room in the sharing modes) and `free_bytes` its memory not held by idle
+    /// instances (the daemon's free keep-alive memory: its budget less what idle and frozen
+    /// instances are charged; busy ones are not).
     /// Candidates index `by_id`: the views are given in id order, so placement's own sort by id
     /// finds them sorted.
     fn candidates(&self, func: u32, need: u64, turn: u64) -> Vec<Candidate> {
@@ -363,7 +364,7 @@ impl<'a> Sim<'a> {
             .map(|&n| NodeView {
                 id: &self.node_ids[n as usize],
                 warm: false,
-                free_bytes: self.nodes[n as usize].free(),
+                free_bytes: self.nodes[n as usize].free_keep_alive(),
             })
             .collect();
         let f = &self.funcs[func as usize];

@@ -65,6 +65,12 @@ impl Node {
         self.cap.saturating_sub(self.used)
     }
 
+    /// What placement sees as free: the node less its idle instances, as the daemon's
+    /// keep-alive budget charges only idle and frozen instances.
+    pub fn free_keep_alive(&self) -> u64 {
+        self.cap.saturating_sub(self.idle_mem)
+    }
+
     /// Free memory plus what evicting every idle instance (but `own`, bytes of one that is
     /// about to be reused) would free.
     pub fn reachable(&self, own: u64) -> u64 {
