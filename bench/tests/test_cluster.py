@@ -60,8 +60,12 @@ def test_the_slice_and_its_events_carry_the_names_the_daemon_hashes(traces_dir, 
     # the k-th function met with the k-th profile.
     profile = {"version": 1, "functions": {b: {"warm_ms": w} for b, w in warm.items()}}
     per_action = sim_validate.sim_profiles(profile, actions)
-    renamed = analysis.sim_profiles(per_action, "guest")
+    first = next(iter(per_action["functions"]))
+    renamed = analysis.sim_profiles(per_action, "guest", {first: 512})
     assert list(renamed["functions"]) == [f"guest/{a}" for a in per_action["functions"]]
+    # The declared limit goes with each action; without one, the daemon's default.
+    limits = [p["limit_mb"] for p in renamed["functions"].values()]
+    assert limits[0] == 512 and set(limits[1:]) == {analysis.DEFAULT_LIMIT_MB}
     assert sorted(renamed["functions"]) == [f"guest/{a}" for a in sorted(per_action["functions"])]
 
 

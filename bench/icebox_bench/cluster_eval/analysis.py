@@ -21,6 +21,8 @@ POLICIES = ("warm-home", "hash", "round-robin")
 TARGET_SIM_DIFFERENCE = 0.10
 TARGET_WARM_HOME_GAIN = 2.0
 MIB = 1024.0 * 1024.0
+# An action's memory limit when its manifest gives none (OpenWhisk's and iceboxd's default).
+DEFAULT_LIMIT_MB = 256
 
 
 def node_ids(count: int) -> list[str]:
@@ -38,12 +40,17 @@ def sim_events(events: list[dict], namespace: str) -> list[dict]:
     return [{**e, "function": placement_name(namespace, e["function"])} for e in events]
 
 
-def sim_profiles(profiles: dict, namespace: str) -> dict:
-    """The per-action profile file keyed by the hashed names. The prefix keeps the names' order,
-    so icebox-sim's `--mapping round-robin` still gives every action its own profile."""
+def sim_profiles(profiles: dict, namespace: str, limits_mb: dict[str, int | None]) -> dict:
+    """The per-action profile file keyed by the hashed names, each with the action's declared
+    memory limit (`limit_mb`: the daemon checks that against a node's free keep-alive memory).
+    The prefix keeps the names' order, so icebox-sim's `--mapping round-robin` still gives
+    every action its own profile."""
     return {
         **profiles,
-        "functions": {placement_name(namespace, a): p for a, p in profiles["functions"].items()},
+        "functions": {
+            placement_name(namespace, a): {**p, "limit_mb": limits_mb.get(a) or DEFAULT_LIMIT_MB}
+            for a, p in profiles["functions"].items()
+        },
     }
 
 

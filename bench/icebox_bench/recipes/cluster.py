@@ -118,7 +118,18 @@ class Cluster(Recipe):
                 f"(p50 {fmt(p50, 1)} ms, p99 {fmt(p99, 1)} ms)"
             )
         sim, commands = self._simulate(
-            ctx, events, profile, actions, namespace, policies, keep_alive_s, sharing, concurrency, nodes, failed
+            ctx,
+            events,
+            profile,
+            actions,
+            by_name,
+            namespace,
+            policies,
+            keep_alive_s,
+            sharing,
+            concurrency,
+            nodes,
+            failed,
         )
         if failed:
             ctx.session.result["failed"] = failed
@@ -146,7 +157,19 @@ class Cluster(Recipe):
         }
 
     def _simulate(
-        self, ctx, events, profile, actions, namespace, policies, keep_alive_s, sharing, concurrency, nodes, failed
+        self,
+        ctx,
+        events,
+        profile,
+        actions,
+        specs,
+        namespace,
+        policies,
+        keep_alive_s,
+        sharing,
+        concurrency,
+        nodes,
+        failed,
     ) -> tuple[dict, dict]:
         s = ctx.settings
         if namespace is None:
@@ -156,7 +179,8 @@ class Cluster(Recipe):
             ctx.run_dir.file("sim-events.csv"), analysis.sim_events(events, namespace)
         )
         profiles = ctx.run_dir.file("sim-profiles.json")
-        write_json(profiles, analysis.sim_profiles(sim_validate.sim_profiles(profile, actions), namespace))
+        limits = {action: specs[bench].memory_mb for action, bench in actions.values()}
+        write_json(profiles, analysis.sim_profiles(sim_validate.sim_profiles(profile, actions), namespace, limits))
         binary = Path(s["sim_binary"]) if s.get("sim_binary") else sim_run.sim_binary()
         if not binary.is_file():
             failed["icebox-sim"] = f"{binary} is not built"

@@ -69,7 +69,8 @@ pub struct Args {
 
     /// Profiles JSON (version 1: per function cold_start_ms, warm_ms, sharing.{process,shared,
     /// isolate}.{base_mb,increment_mb[,cold_start_ms,warm_ms]}, optional idle_mb.{none,
-    /// desiccant} and cpu). Without it every trace function is its own profile built from the
+    /// desiccant}, cpu and limit_mb: the declared memory limit placement checks against free
+    /// memory, as iceboxd does). Without it every trace function is its own profile built from the
     /// trace (memory.csv, durations) and the --default-* flags, with no sharing increment.
     #[arg(long, value_name = "FILE")]
     pub profiles: Option<PathBuf>,

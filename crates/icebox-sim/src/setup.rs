@@ -173,6 +173,7 @@ impl Workload {
                         .round() as u64,
                     retained: desiccant.prior_retained_fraction,
                     cpu: 1,
+                    placement_need: None,
                 })
                 .collect()),
         }

@@ -345,7 +345,10 @@ impl<'a> Sim<'a> {
         if self.nodes.len() == 1 {
             return self.start_on(0, func, class);
         }
-        self.candidates(func, class.memory.charge(1), turn)
+        let need = class
+            .placement_need
+            .unwrap_or_else(|| class.memory.charge(1));
+        self.candidates(func, need, turn)
             .into_iter()
             .find_map(|c| self.start_on(self.by_id[c.node], func, class))
     }

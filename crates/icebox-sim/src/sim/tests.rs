@@ -18,6 +18,7 @@ fn class(base_mb: u64, inc_mb: u64, cold: u64, warm: u64) -> Resolved {
         warm_ms: warm,
         retained: 0.25,
         cpu: 1,
+        placement_need: None,
     }
 }
 
@@ -352,4 +353,30 @@ fn run_labels_name_small_nodes_in_mib() {
     assert_eq!(cfg(10, 256).label(), "process none infinite 256MiB");
     assert_eq!(cfg(10, 2048).label(), "process none infinite 2GiB");
     assert_eq!(cfg(10, 1536).label(), "process none infinite 1536MiB");
+}
+
+#[test]
+fn placement_checks_the_declared_limit_when_the_profile_has_one() {
+    // Two nodes of 300 MB, 50 MB instances. g (idle on f's home) leaves the home 250 MB of
+    // free keep-alive memory: enough for f's instance, not for its declared 256 MB.
+    let names: Vec<String> = {
+        let f = "guest/f".to_string();
+        let home = probe_sequence(&f, 2)[0];
+        let g = (0..100)
+            .map(|k| format!("guest/g{k}"))
+            .find(|g| probe_sequence(g, 2)[0] == home)
+            .expect("one of 100 names shares f's home");
+        vec![f, g]
+    };
+    let home = probe_sequence(&names[0], 2)[0];
+    let mut classes = [class(50, 0, 10, 10), class(50, 0, 10, 10)];
+    let events = [ev(0, 1), ev(1_000, 0)];
+    let mut c = cfg(2, 300);
+    c.placement = PlacementPolicy::Hash;
+    let measured = run_named(&c, &classes, &names, &events).metrics;
+    assert_eq!(measured.per_node[home].cold_starts, 2, "both at home");
+    classes[0].placement_need = Some(256 * MIB);
+    let declared = run_named(&c, &classes, &names, &events).metrics;
+    assert_eq!(declared.per_node[home].cold_starts, 1, "g at home");
+    assert_eq!(declared.per_node[1 - home].cold_starts, 1, "f overflows");
 }
