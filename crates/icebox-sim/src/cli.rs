@@ -215,5 +215,21 @@ mod tests {
         ])
         .unwrap_err();
         assert!(err.to_string().contains("threads"));
+        let a = Args::try_parse_from(["icebox-sim", "--trace", "azure2019:x"]).unwrap();
+        assert_eq!(a.placement, PlacementPolicy::WarmHome);
+        // The simulator's former own policies are gone: naming one says what exists.
+        let err = Args::try_parse_from([
+            "icebox-sim",
+            "--trace",
+            "azure2019:x",
+            "--placement",
+            "least-loaded",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("least-loaded") && err.contains("warm-home, hash or round-robin"),
+            "{err}"
+        );
     }
 }
