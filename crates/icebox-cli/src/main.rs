@@ -7,6 +7,7 @@
 mod action;
 mod activation;
 mod client;
+mod cluster;
 mod config;
 mod error;
 mod events;
@@ -75,6 +76,8 @@ enum Command {
     Events(events::EventsArgs),
     /// Check that iceboxd is up (needs no API key)
     Health,
+    /// The cluster's nodes: their memory, load and warm instances (admin key)
+    Cluster,
     /// Action snapshots: list them, build one now, discard one
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
@@ -110,6 +113,7 @@ fn run(cli: Cli) -> error::Result<()> {
         Command::Memory => node::memory(&client, json),
         Command::Events(args) => events::run(&client, json, args),
         Command::Health => node::health(&client, json),
+        Command::Cluster => cluster::show(&client, json),
         Command::Snapshot(c) => snapshot::run(&client, json, c),
         Command::Namespace(c) => tenants::run_namespace(&client, json, c),
         Command::Key(c) => tenants::run_key(&client, json, c),

@@ -196,7 +196,9 @@ pub fn probe_sequence(action: &str, n: usize) -> Vec<usize> {
     let home = hash % count;
     let steps = coprime_steps(count);
     let step = steps[index((hash >> 32) % u64::try_from(steps.len()).unwrap_or(1))];
-    (0..count).map(|k| index((home + k * step) % count)).collect()
+    (0..count)
+        .map(|k| index((home + k * step) % count))
+        .collect()
 }
 
 /// The steps co-prime with `n` (1 for a single node), ascending.

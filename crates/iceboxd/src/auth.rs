@@ -74,7 +74,7 @@ impl ApiKey {
     }
 }
 
-fn uuid_v4() -> String {
+pub(crate) fn uuid_v4() -> String {
     let mut b = [0u8; 16];
     OsRng.fill_bytes(&mut b);
     b[6] = (b[6] & 0x0f) | 0x40; // version 4
@@ -197,8 +197,7 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// An `Authorization` header value for `uuid:key` (tests).
-#[cfg(test)]
+/// An `Authorization` header value for `uuid:key` (tests, and cluster nodes calling peers).
 pub(crate) fn basic_header(s: &str) -> String {
     format!(
         "Basic {}",

@@ -294,12 +294,86 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_SHUTDOWN_GRACE", default_value = "3s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
 
+    /// Join a cluster of icebox nodes sharing this etcd (etcd://HOST:PORT[,HOST:PORT...]):
+    /// actions, namespaces and keys are shared, and invocations are placed across the nodes.
+    /// Without it the node stands alone with its SQLite registry.
+    #[arg(long, env = "ICEBOX_CLUSTER")]
+    pub cluster: Option<String>,
+
+    /// This node's id in the cluster (default: the host name).
+    #[arg(long, env = "ICEBOX_NODE_ID")]
+    pub node_id: Option<String>,
+
+    /// The URL other nodes reach this node's API at (default: http://--listen, which must
+    /// then not be a wildcard address).
+    #[arg(long, env = "ICEBOX_ADVERTISE")]
+    pub advertise: Option<String>,
+
+    /// The cluster's key prefix in etcd: another prefix is another cluster.
+    #[arg(long, env = "ICEBOX_CLUSTER_PREFIX", default_value = "/icebox")]
+    pub cluster_prefix: String,
+
+    /// How long a node that stops answering etcd stays a member (its lease).
+    #[arg(long, env = "ICEBOX_CLUSTER_LEASE", default_value = "3s", value_parser = humantime::parse_duration)]
+    pub cluster_lease: Duration,
+
+    /// Where an invocation runs: warm-home (a node with a warm instance, else the action's
+    /// home node with room), hash (OpenWhisk's home hash only) or round-robin.
+    #[arg(long, env = "ICEBOX_PLACEMENT", default_value = "warm-home")]
+    pub placement: icebox_policy::PlacementPolicy,
+
     /// Log format: text or json.
     #[arg(long, env = "ICEBOX_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
 }
 
 pub type PrewarmSpec = Vec<(String, usize)>;
+
+impl Config {
+    /// The cluster settings, or `None` for a standalone node.
+    pub fn cluster_config(&self) -> anyhow::Result<Option<crate::cluster::ClusterConfig>> {
+        let Some(spec) = &self.cluster else {
+            return Ok(None);
+        };
+        let endpoints =
+            crate::cluster::ClusterConfig::parse_endpoints(spec).map_err(anyhow::Error::msg)?;
+        let node_id = match &self.node_id {
+            Some(id) => id.clone(),
+            None => rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned(),
+        };
+        if node_id.is_empty() || node_id.contains('/') || node_id.chars().any(char::is_whitespace) {
+            anyhow::bail!("--node-id '{node_id}': use a name without '/' or spaces");
+        }
+        let advertise = match &self.advertise {
+            Some(url) => url.trim_end_matches('/').to_string(),
+            None if self.listen.starts_with("unix:")
+                || self.listen.starts_with("0.0.0.0:")
+                || self.listen.starts_with("[::]:") =>
+            {
+                anyhow::bail!(
+                    "--cluster needs --advertise: other nodes cannot reach --listen {}",
+                    self.listen
+                )
+            }
+            None => format!("http://{}", self.listen),
+        };
+        if self.cluster_lease < Duration::from_secs(1) {
+            anyhow::bail!("--cluster-lease must be at least 1s (etcd leases count in seconds)");
+        }
+        Ok(Some(crate::cluster::ClusterConfig {
+            endpoints,
+            node_id,
+            advertise,
+            prefix: self.cluster_prefix.clone(),
+            lease: self.cluster_lease,
+            placement: self.placement,
+            retention: self.activation_max_age,
+        }))
+    }
+}
 
 /// `--instance-nofile`: chosen from the host (open_files.rs) or given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -554,6 +628,41 @@ mod tests {
         assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
         assert_eq!(parse_size("1024").unwrap(), 1024);
         assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn cluster_settings_come_from_the_flags_and_refuse_what_peers_cannot_reach() {
+        let standalone = Config::parse_from(["iceboxd"]);
+        assert!(standalone.cluster_config().unwrap().is_none());
+        let c = Config::parse_from([
+            "iceboxd",
+            "--listen",
+            "127.0.0.1:9000",
+            "--cluster",
+            "etcd://a:1,b:2",
+            "--node-id",
+            "n1",
+            "--placement",
+            "round-robin",
+        ])
+        .cluster_config()
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.endpoints, ["a:1", "b:2"]);
+        assert_eq!(c.advertise, "http://127.0.0.1:9000");
+        assert_eq!(c.prefix, "/icebox");
+        assert_eq!(c.placement, icebox_policy::PlacementPolicy::RoundRobin);
+        let wildcard = Config::parse_from([
+            "iceboxd",
+            "--listen",
+            "0.0.0.0:9000",
+            "--cluster",
+            "etcd://a:1",
+        ]);
+        let err = wildcard.cluster_config().unwrap_err().to_string();
+        assert!(err.contains("--advertise"), "{err}");
+        let bad_id = Config::parse_from(["iceboxd", "--cluster", "etcd://a:1", "--node-id", "a/b"]);
+        assert!(bad_id.cluster_config().is_err());
     }
 
     #[test]

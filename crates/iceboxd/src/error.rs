@@ -99,3 +99,20 @@ impl From<tokio::task::JoinError> for ApiError {
         ApiError::internal(format!("internal task failed: {e}"))
     }
 }
+
+impl From<crate::cluster::ClusterError> for ApiError {
+    fn from(e: crate::cluster::ClusterError) -> Self {
+        use crate::cluster::ClusterError;
+        match e {
+            ClusterError::Unavailable(_) => {
+                let mut err = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+                err.retry_after = Some(5);
+                err
+            }
+            ClusterError::Conflict | ClusterError::AlreadyExists(_) => {
+                ApiError::conflict(e.to_string())
+            }
+            ClusterError::Corrupt(_) => ApiError::internal(e.to_string()),
+        }
+    }
+}

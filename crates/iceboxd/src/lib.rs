@@ -4,6 +4,7 @@
 
 pub(crate) mod api;
 pub(crate) mod auth;
+pub(crate) mod cluster;
 pub(crate) mod code_store;
 pub mod config;
 pub(crate) mod detach;

@@ -36,6 +36,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             state_dir.join("auth").display()
         );
     }
+    // Joining first: a node the cluster refuses stops before it starts anything.
+    let cluster = match cfg.cluster_config()? {
+        Some(cluster_cfg) => Some(Arc::new(
+            crate::cluster::Cluster::join(cluster_cfg, &key.as_basic(), &state_dir).await?,
+        )),
+        None => None,
+    };
     let registry = Arc::new(crate::registry::open_in_state_dir(
         &state_dir,
         cfg.init_registry,
@@ -124,6 +131,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         .register_collector(Box::new(crate::serve::ConnectionCollector(
             connections.clone(),
         )));
+    if let Some(cluster) = &cluster {
+        metrics
+            .registry
+            .register_collector(Box::new(crate::cluster::ClusterCollector(cluster.clone())));
+    }
     let metrics = Arc::new(metrics);
     let api_host = match cfg.listen.strip_prefix("unix:") {
         Some(_) => String::new(),
@@ -227,6 +239,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         ),
         connections,
         code,
+        cluster,
     });
     // Code files of actions deleted while the daemon was down, or of uploads cut short.
     state.collect_code().await;
@@ -239,6 +252,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     }
     let known: Vec<_> = state.actions.read().unwrap().values().cloned().collect();
     pool.start_components(&known).await;
+    if state.cluster.is_some() {
+        crate::cluster::Cluster::start(&state, stop_rx.clone()).await?;
+    }
     let manager = tokio::spawn(pool.clone().run_manager(stop_rx.clone()));
     let shares = tokio::spawn(crate::shares::keep_shares(state.clone(), stop_rx.clone()));
     let pruner = tokio::spawn(prune_loop(
@@ -276,6 +292,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     };
     crate::serve::serve(listener, app, limits, state.connections.clone(), shutdown).await;
     let _ = stop_tx.send(true);
+    if let Some(cluster) = &state.cluster {
+        cluster.leave().await;
+    }
     pool.shutdown().await;
     state.recorder.flush_and_stop();
     let _ = tokio::time::timeout(Duration::from_secs(2), async {

@@ -29,6 +29,8 @@ pub struct Node {
     pub code: crate::code_store::CodeStore,
     /// Open/evicted/refused client connections, for /metrics.
     pub connections: Arc<crate::serve::ConnectionStats>,
+    /// The cluster this node belongs to (`--cluster`), or none.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 impl Node {
@@ -38,6 +40,22 @@ impl Node {
             .unwrap()
             .get(&(namespace.to_string(), name.to_string()))
             .cloned()
+    }
+
+    /// [`Self::action`], or on a cluster node one deployed elsewhere that this node's mirror
+    /// has not caught up with yet.
+    pub async fn find_action(
+        self: &Arc<Self>,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<ActionSpec>> {
+        if let Some(found) = self.action(namespace, name) {
+            return Some(found);
+        }
+        if self.cluster.is_some() {
+            return crate::cluster::fetch_action(self, namespace, name).await;
+        }
+        None
     }
 
     pub fn cache_action(&self, spec: ActionSpec) -> Arc<ActionSpec> {

@@ -9,12 +9,17 @@ use std::time::{Duration, Instant};
 /// Runs iceboxd on the state directory `state` expecting it to refuse to start; returns what
 /// it printed. Panics if it keeps running.
 pub fn refused_start(state: &Path, extra: &[&str]) -> String {
+    refused_start_with_auth(state, AUTH, extra)
+}
+
+/// [`refused_start`] with another API key.
+pub fn refused_start_with_auth(state: &Path, auth: &str, extra: &[&str]) -> String {
     let out = Command::new(paths::binary("iceboxd"))
         .args([
             "--listen",
             "127.0.0.1:0",
             "--auth",
-            AUTH,
+            auth,
             "--prewarm",
             "none",
         ])

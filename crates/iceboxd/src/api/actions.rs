@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 /// A blocking invocation still running after this answers 202 with its id (OpenWhisk's rule).
-const BLOCKING_WAIT: Duration = Duration::from_secs(60);
+pub const BLOCKING_WAIT: Duration = Duration::from_secs(60);
 
 /// Every field may be left out on an update (`overwrite=true`): it keeps its stored value.
 #[derive(Deserialize)]
@@ -295,8 +295,15 @@ async fn store_put(
         .map_err(ApiError::bad_request)?;
     crate::pool::snapshots::validate(&spec.annotations).map_err(ApiError::bad_request)?;
     let registry = state.registry.clone();
-    let stored =
-        tokio::task::spawn_blocking(move || registry.put_action(spec, overwrite)).await??;
+    let stored = if state.cluster.is_some() {
+        // The cluster decides the version; this node's registry mirrors it.
+        let stored = crate::cluster::put_action(state, spec, overwrite).await?;
+        let copy = stored.clone();
+        tokio::task::spawn_blocking(move || registry.store_action(&copy)).await??;
+        stored
+    } else {
+        tokio::task::spawn_blocking(move || registry.put_action(spec, overwrite)).await??
+    };
     let fqn = stored.fqn();
     let stored = state.cache_action(stored);
     drop(naming);
@@ -315,7 +322,8 @@ pub async fn get(
     let namespace = resolve_namespace(&state, &caller, &namespace)?;
     let with_code = query::flag("code", q.code.as_deref(), true)?;
     let spec = state
-        .action(&namespace, &name)
+        .find_action(&namespace, &name)
+        .await
         .ok_or_else(|| not_found(&namespace, &name))?;
     let mut action = action_json(&spec, with_code);
     if with_code && spec.exec.sha256.is_some() {
@@ -369,10 +377,19 @@ pub async fn delete(
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let namespace = resolve_namespace(&state, &caller, &namespace)?;
+    let shared = match state.cluster {
+        Some(_) => Some(crate::cluster::delete_action(&state, &namespace, &name).await?),
+        None => None,
+    };
     let registry = state.registry.clone();
     let (ns, n) = (namespace.clone(), name.clone());
     let deleted = tokio::task::spawn_blocking(move || registry.delete_action(&ns, &n)).await??;
-    let spec = deleted.ok_or_else(|| not_found(&namespace, &name))?;
+    // In a cluster etcd says whether it existed (this node's copy may lag behind).
+    let spec = match shared {
+        Some(shared) => shared.or(deleted),
+        None => deleted,
+    }
+    .ok_or_else(|| not_found(&namespace, &name))?;
     state.forget_action(&namespace, &name);
     state.pool.retire_action(&spec.fqn()).await;
     if spec.exec.sha256.is_some() {
@@ -466,6 +483,8 @@ pub async fn invoke(
     Extension(caller): Extension<Caller>,
     Path((namespace, name)): Path<(String, String)>,
     Query(q): Query<InvokeQuery>,
+    axum::extract::OriginalUri(uri): axum::extract::OriginalUri,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
@@ -474,9 +493,15 @@ pub async fn invoke(
     let blocking = query::flag("blocking", q.blocking.as_deref(), false)?;
     let result_only = query::flag("result", q.result.as_deref(), false)?;
     let action = state
-        .action(&namespace, &name)
+        .find_action(&namespace, &name)
+        .await
         .ok_or_else(|| not_found(&namespace, &name))?;
     let bytes = body_bytes(&state, body, Some(state.body.max_payload))?;
+    if let Some(ran_elsewhere) =
+        super::cluster::route_invocation(&state, &action, &uri, &headers, &bytes, blocking).await?
+    {
+        return Ok(ran_elsewhere);
+    }
     let params: Map<String, Value> = if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         Map::new()
     } else {
@@ -501,6 +526,9 @@ pub async fn invoke(
     // Only actions that ask for it get the caller's key (OpenWhisk's rule).
     let api_key = action.provides_api_key().then(|| caller.basic.clone());
     let activation_id = invoker::new_activation_id();
+    if let Some(cluster) = &state.cluster {
+        cluster.index_activation(&activation_id);
+    }
     let version = action.version.clone();
     let inv = Invocation {
         params: action.merged_parameters(&params),

@@ -5,6 +5,8 @@ use crate::registry::ActivationFilter;
 use crate::state::AppState;
 use crate::tenants::Caller;
 use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
 use icebox_core::ActivationRecord;
@@ -103,30 +105,69 @@ async fn fetch(
     })
 }
 
+/// The record here, or (in a cluster) from the node that holds it.
+async fn fetch_or_remote(
+    state: &AppState,
+    caller: &Caller,
+    namespace: &str,
+    id: &str,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<Result<ActivationRecord, Response>, ApiError> {
+    match fetch(state, caller, namespace, id).await {
+        Err(e) if e.status == StatusCode::NOT_FOUND => {
+            match super::cluster::remote_activation(state, id, uri, headers).await {
+                Some(remote) => Ok(Err(remote)),
+                None => Err(e),
+            }
+        }
+        other => other.map(Ok),
+    }
+}
+
 pub async fn get(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path((namespace, id)): Path<(String, String)>,
-) -> Result<Json<ActivationRecord>, ApiError> {
-    Ok(Json(fetch(&state, &caller, &namespace, &id).await?))
+    axum::extract::OriginalUri(uri): axum::extract::OriginalUri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    Ok(
+        match fetch_or_remote(&state, &caller, &namespace, &id, &uri, &headers).await? {
+            Ok(record) => Json(record).into_response(),
+            Err(remote) => remote,
+        },
+    )
 }
 
 pub async fn result(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path((namespace, id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    let record = fetch(&state, &caller, &namespace, &id).await?;
-    Ok(Json(
-        serde_json::to_value(record.response).unwrap_or(Value::Null),
-    ))
+    axum::extract::OriginalUri(uri): axum::extract::OriginalUri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    Ok(
+        match fetch_or_remote(&state, &caller, &namespace, &id, &uri, &headers).await? {
+            Ok(record) => {
+                Json(serde_json::to_value(record.response).unwrap_or(Value::Null)).into_response()
+            }
+            Err(remote) => remote,
+        },
+    )
 }
 
 pub async fn logs(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path((namespace, id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    let record = fetch(&state, &caller, &namespace, &id).await?;
-    Ok(Json(json!({"logs": record.logs})))
+    axum::extract::OriginalUri(uri): axum::extract::OriginalUri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    Ok(
+        match fetch_or_remote(&state, &caller, &namespace, &id, &uri, &headers).await? {
+            Ok(record) => Json(json!({"logs": record.logs})).into_response(),
+            Err(remote) => remote,
+        },
+    )
 }

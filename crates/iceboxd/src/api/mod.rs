@@ -4,6 +4,7 @@
 mod actions;
 mod activations;
 mod archive;
+mod cluster;
 mod gate;
 mod node;
 mod query;
@@ -69,6 +70,8 @@ pub fn router(state: AppState) -> Router {
             axum::routing::post(tenants::create_key),
         )
         .route("/keys/{uuid}", axum::routing::delete(tenants::revoke_key))
+        .route("/cluster", get(cluster::view))
+        .route("/code/{sha256}", get(cluster::code))
         .route("/snapshots", get(snapshots::list))
         .route(
             "/snapshots/{namespace}/{name}",
@@ -93,6 +96,10 @@ pub fn router(state: AppState) -> Router {
             gate::require_key,
         ))
         .layer(middleware::from_fn(gate::json_errors))
+        .layer(middleware::map_response_with_state(
+            state.clone(),
+            cluster::name_node,
+        ))
         .with_state(state)
 }
 

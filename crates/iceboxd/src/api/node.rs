@@ -20,12 +20,16 @@ use tokio_stream::wrappers::BroadcastStream;
 pub async fn health(State(state): State<AppState>) -> Json<Health> {
     let backends = state.pool.backends();
     let backend = backends.process();
-    let reason = state.recorder.degraded().or_else(|| {
-        state
-            .pool
-            .offload_pool_error()
-            .map(|e| format!("offload pool: {e}; offloading stopped, instances keep running"))
-    });
+    let reason = state
+        .recorder
+        .degraded()
+        .or_else(|| {
+            state
+                .pool
+                .offload_pool_error()
+                .map(|e| format!("offload pool: {e}; offloading stopped, instances keep running"))
+        })
+        .or_else(|| state.cluster.as_ref().and_then(|c| c.degraded()));
     Json(Health {
         status: if reason.is_some() { "degraded" } else { "ok" }.into(),
         reason,

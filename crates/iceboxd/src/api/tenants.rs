@@ -105,9 +105,14 @@ pub async fn put(
             "A limit of 0 would refuse every invocation: leave the limit out for none.",
         ));
     }
+    if state.cluster.is_some() {
+        crate::cluster::put_namespace(&state, &name, body.limits, overwrite).await?;
+    }
+    // In a cluster etcd already refused a second create; this node's copy follows it.
+    let local_overwrite = overwrite || state.cluster.is_some();
     let registry = state.registry.clone();
     let row = tokio::task::spawn_blocking(move || {
-        let row = registry.put_namespace(&name, body.limits, overwrite)?;
+        let row = registry.put_namespace(&name, body.limits, local_overwrite)?;
         Ok::<_, crate::registry::RegistryError>(row)
     })
     .await??;
@@ -145,6 +150,9 @@ pub async fn delete(
         return Err(ApiError::conflict(format!(
             "The namespace '{name}' has {actions} action(s): delete them first, or delete with force=true to remove them with it."
         )));
+    }
+    if state.cluster.is_some() {
+        crate::cluster::delete_namespace(&state, &name).await?;
     }
     // Its actions leave the cache first, so nothing new starts, then their instances go.
     let fqns: Vec<String> = {
@@ -195,6 +203,9 @@ pub async fn create_key(
             .await?
             .map_err(ApiError::internal)?
     };
+    if state.cluster.is_some() {
+        share_key(&state, &key.uuid).await?;
+    }
     Ok(Json(json!({
         "namespace": key.namespace,
         "uuid": key.uuid,
@@ -216,6 +227,9 @@ pub async fn revoke_key(
             "The admin key is the node's own (--auth or the state directory's auth file) and cannot be revoked here.",
         )),
         Some((namespace, false)) => {
+            if state.cluster.is_some() {
+                crate::cluster::delete_key(&state, &uuid).await?;
+            }
             let registry = state.registry.clone();
             let id = uuid.clone();
             tokio::task::spawn_blocking(move || registry.delete_key(&id)).await??;
@@ -231,5 +245,27 @@ pub async fn revoke_key(
 async fn reload(state: &AppState) -> Result<(), ApiError> {
     let state = state.clone();
     tokio::task::spawn_blocking(move || state.tenants.reload(&state.registry)).await??;
+    Ok(())
+}
+
+/// Publishes a key just stored here to the cluster; if etcd refuses, the key is taken back
+/// (a key only one node knows would work or not depending on where a request lands).
+async fn share_key(state: &AppState, uuid: &str) -> Result<(), ApiError> {
+    let registry = state.registry.clone();
+    let id = uuid.to_string();
+    let row = tokio::task::spawn_blocking(move || {
+        registry
+            .keys()
+            .map(|keys| keys.into_iter().find(|k| k.uuid == id))
+    })
+    .await??
+    .ok_or_else(|| ApiError::internal("the new key vanished before it could be shared"))?;
+    if let Err(e) = crate::cluster::put_key(state, &row).await {
+        let registry = state.registry.clone();
+        let id = uuid.to_string();
+        tokio::task::spawn_blocking(move || registry.delete_key(&id)).await??;
+        reload(state).await?;
+        return Err(e.into());
+    }
     Ok(())
 }

@@ -4,7 +4,7 @@ use super::{decode, effective_limit, encode, now_ms, to_sql_int, Registry, Regis
 use icebox_core::ActionSpec;
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
-const FIRST_VERSION: &str = "0.0.1";
+pub const FIRST_VERSION: &str = "0.0.1";
 
 impl Registry {
     /// Inserts, or with `overwrite` replaces, an action. The registry owns `version` ("0.0.1"
@@ -54,6 +54,29 @@ impl Registry {
         ])?;
         tx.commit()?;
         Ok(spec)
+    }
+
+    /// Stores an action exactly as given, version and `updated` included: a cluster node
+    /// mirrors what another node wrote (the cluster's store decided the version).
+    pub fn store_action(&self, spec: &ActionSpec) -> Result<(), RegistryError> {
+        let json = encode(spec)?;
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO actions (namespace, name, kind, version, updated, spec)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (namespace, name) DO UPDATE SET
+                    kind = excluded.kind, version = excluded.version,
+                    updated = excluded.updated, spec = excluded.spec",
+            )?
+            .execute(params![
+                spec.namespace,
+                spec.name,
+                spec.exec.kind,
+                spec.version,
+                to_sql_int(spec.updated),
+                json
+            ])?;
+        Ok(())
     }
 
     /// One action straight from SQLite (the daemon serves actions from its cache).
@@ -123,7 +146,7 @@ impl Registry {
 }
 
 /// "a.b.c" -> "a.b.(c+1)"; None when the stored text is not three numbers.
-fn bump_patch(version: &str) -> Option<String> {
+pub fn bump_patch(version: &str) -> Option<String> {
     let mut parts = version.split('.');
     let (major, minor, patch) = (parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() {

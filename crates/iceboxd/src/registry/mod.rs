@@ -14,6 +14,7 @@ mod tenants;
 mod unfinished;
 mod writes;
 
+pub use actions::{bump_patch, FIRST_VERSION};
 pub use activations::{ActivationFilter, ActivationRow};
 pub use files::open_in_state_dir;
 pub use tenants::{KeyRow, NamespaceRow, Quotas};

@@ -18,14 +18,14 @@ pub struct Quotas {
     pub memory_share: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NamespaceRow {
     pub name: String,
     pub created: u64,
     pub quotas: Quotas,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyRow {
     pub uuid: String,
     pub namespace: String,
