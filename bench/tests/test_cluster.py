@@ -235,3 +235,47 @@ def test_the_front_door_sends_each_invocation_to_the_next_node():
     assert front.sent == [3, 2, 2]
     assert [n.got for n in nodes] == [["a0", "a3", "a6"], ["a1", "a4"], ["a2", "a5"]]
     assert asyncio.run(front.health())["node"] == "n1"
+
+
+def test_the_report_renders_live_and_simulated_rows(tmp_path):
+    live = {
+        p: {
+            "cold_starts": c,
+            "cold_fraction": c / 104,
+            "latency_ms": {"p50": 60.4, "p99": 305.5},
+            "per_node": [
+                {"node": f"n{k}", "received": 35, "invocations": 35, "cold_starts": c // 3, "mib_s": 12852.7}
+                for k in (1, 2, 3)
+            ],
+        }
+        for p, c in (("warm-home", 42), ("hash", 44))
+    }
+    sim = {
+        "warm-home": {
+            "cold_starts": 43,
+            "per_node": [{"node": "n1", "invocations": 104, "cold_starts": 43, "memory_gib_s": 12.5}],
+        }
+    }
+    summary = {
+        "trace": "azure2019-sample500",
+        "window_min": 4,
+        "window_start_min": 720,
+        "speed": 4.0,
+        "events": 104,
+        "actions": 40,
+        "nodes": 3,
+        "etcd_members": 3,
+        "pool_memory": "192MiB",
+        "keep_alive_s": 300.0,
+        "live": live,
+        "sim": sim,
+        "sim_commands": {"warm-home": "icebox-sim --nodes 3 --placement warm-home"},
+        **analysis.compare(live, sim),
+    }
+    files = get("cluster").render(tmp_path, summary)
+    text = files[0].read_text()
+    assert "| warm-home | 42 | 0.404 | 60.4 | 305.5 | 43 | +2.4% |" in text
+    assert "| round-robin | – | – | – | – | – | – |" in text
+    assert "| hash | n3 | 35 | 35 | 14 | 12,853 |" in text
+    assert "| warm-home | n1 | 104 | 43 | 12,800 |" in text
+    assert "icebox-sim --nodes 3 --placement warm-home" in text

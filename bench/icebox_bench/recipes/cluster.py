@@ -234,12 +234,19 @@ class Cluster(Recipe):
                 ]
             )
         node_rows = [
-            [policy, n["node"], n.get("received"), n.get("invocations"), n.get("cold_starts"), fmt(n.get("mib_s"), 0)]
+            [
+                policy,
+                n["node"],
+                fmt(n.get("received")),
+                fmt(n.get("invocations")),
+                fmt(n.get("cold_starts")),
+                fmt(n.get("mib_s"), 0),
+            ]
             for policy in analysis.POLICIES
             for n in (live.get(policy) or {}).get("per_node", [])
         ]
         sim_node_rows = [
-            [policy, n["node"], n["invocations"], n["cold_starts"], fmt(n["memory_gib_s"] * 1024.0, 0)]
+            [policy, n["node"], fmt(n["invocations"]), fmt(n["cold_starts"]), fmt(n["memory_gib_s"] * 1024.0, 0)]
             for policy in analysis.POLICIES
             for n in (sim.get(policy) or {}).get("per_node", [])
         ]
