@@ -25,8 +25,10 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || apt_packages+=(python3-venv)
 command -v cc >/dev/null || apt_packages+=(build-essential)
 # The warm-latency benchmark measures one haproxy hop as a baseline.
 command -v haproxy >/dev/null || apt_packages+=(haproxy)
-# The cluster tests and the cluster benchmark run a real 3-member etcd (docs/cluster.md).
+# The cluster tests and the cluster benchmark run a real 3-member etcd (docs/cluster.md);
+# etcd-client gives etcdctl, to look at the keys.
 command -v etcd >/dev/null || apt_packages+=(etcd-server)
+command -v etcdctl >/dev/null || apt_packages+=(etcd-client)
 if [ ${#apt_packages[@]} -gt 0 ] && need_root "${apt_packages[*]}"; then
   say "apt-get install ${apt_packages[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -28,6 +28,8 @@ def sim_argv(
     sharing: str,
     concurrency: int,
     technique: str = "none",
+    nodes: int = 1,
+    placement: str | None = None,
 ) -> list[str]:
     return [
         str(binary),
@@ -38,7 +40,8 @@ def sim_argv(
         "--mapping",
         "round-robin",
         "--nodes",
-        "1",
+        str(nodes),
+        *(["--placement", placement] if placement else []),
         "--node-memory",
         node_memory,
         "--keepalive",
@@ -74,10 +77,15 @@ def timeline_memory(path: Path) -> list[tuple[float, float]]:
     return [(float(r["second"]) * 1000.0, float(r["memory_mib"])) for r in rows if r["run"] == first]
 
 
+def read_summary(out: Path) -> dict:
+    """icebox-sim's summary.json in its --out DIR."""
+    return json.loads((out / "summary.json").read_text())
+
+
 def read_sim(out: Path, horizon_ms: float) -> dict:
     """{"cold_starts", "avg_memory_mb", "events_per_s", "summary"} from the simulator's --out DIR:
     the memory averaged over the same horizon as the replay's, from its timeline."""
-    top = json.loads((out / "summary.json").read_text())
+    top = read_summary(out)
     avg = step_mean(timeline_memory(out / "timeline.csv"), 0.0, horizon_ms)
     return {
         "cold_starts": top["runs"][0]["metrics"]["cold_starts"],

@@ -38,6 +38,38 @@ def trace_window(trace_path: Path, minutes: int, expansion: str, seed: int):
     )
 
 
+async def measure_profile(ctx: RecipeContext, specs, sharing: str, idle_after: int, recipe: str) -> dict:
+    """The simulator's profile of every benchmark function, measured on the recipe's daemon in
+    one sharing mode (or read from the `profiles` setting's file)."""
+    s = ctx.settings
+    if s.get("profiles"):
+        return json.loads(Path(s["profiles"]).read_text())
+    plan = MemoryPlan(
+        levels=int_list(s["profile_levels"]),
+        measure=str(s["measure"]),
+        memory_mb=int(s["memory_mb"]),
+        hold_s=float(s["profile_hold"]),
+        size=str(s["input"]),
+    )
+    functions = {}
+    await start_companion(ctx.client, specs[0].language, specs[0].kind, None)
+    try:
+        for spec in specs:
+            functions[spec.name], _ = await measure_function(
+                ctx.client,
+                spec,
+                plan,
+                [sharing],
+                runs=int(s["profile_cold_runs"]),
+                warm_n=5,
+                idle_after=idle_after,
+                log=ctx.log,
+            )
+    finally:
+        await stop_companion(ctx.client, specs[0].language)
+    return sim_profile.profile(f"{recipe} (measured before the replay)", functions)
+
+
 @register
 class SimValidate(Recipe):
     name = "sim-validate"
@@ -62,35 +94,6 @@ class SimValidate(Recipe):
         )
         parser.add_argument("--seed", type=int, default=None)
 
-    async def _profile(self, ctx: RecipeContext, specs, sharing: str, idle_after: int) -> dict:
-        s = ctx.settings
-        if s.get("profiles"):
-            return json.loads(Path(s["profiles"]).read_text())
-        plan = MemoryPlan(
-            levels=int_list(s["profile_levels"]),
-            measure=str(s["measure"]),
-            memory_mb=int(s["memory_mb"]),
-            hold_s=float(s["profile_hold"]),
-            size=str(s["input"]),
-        )
-        functions = {}
-        await start_companion(ctx.client, specs[0].language, specs[0].kind, None)
-        try:
-            for spec in specs:
-                functions[spec.name], _ = await measure_function(
-                    ctx.client,
-                    spec,
-                    plan,
-                    [sharing],
-                    runs=int(s["profile_cold_runs"]),
-                    warm_n=5,
-                    idle_after=idle_after,
-                    log=ctx.log,
-                )
-        finally:
-            await stop_companion(ctx.client, specs[0].language)
-        return sim_profile.profile("sim-validate (measured before the replay)", functions)
-
     async def run(self, ctx: RecipeContext) -> dict:
         s = ctx.settings
         sharing = mode_list(s["sharing"])[0]
@@ -112,7 +115,7 @@ class SimValidate(Recipe):
         # memory is taken after as many as an action typically gets in the window.
         idle_after = sim_validate.median_invocations(trace.invocations, actions)
         ctx.log(f"{len(actions)} actions: idle memory after {idle_after} invocation(s), the median")
-        profile = await self._profile(ctx, specs, sharing, idle_after)
+        profile = await measure_profile(ctx, specs, sharing, idle_after, "sim-validate")
         write_json(ctx.run_dir.file("profile.json"), profile)
         warm = {b: profile["functions"][b]["warm_ms"] for b in by_name}
         events = sim_validate.events(trace.invocations, actions, start * 60.0, speed, warm)

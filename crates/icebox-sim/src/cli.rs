@@ -1,10 +1,11 @@
 //! The command line.
 
 use crate::profile::Mapping;
-use crate::sim::{KeepAliveSpec, Placement, Technique};
+use crate::sim::{KeepAliveSpec, Technique};
 use crate::trace::{Expansion, TraceSpec};
 use crate::units::{parse_duration_ms, parse_size_bytes};
 use clap::Parser;
+use icebox_policy::placement::PlacementPolicy;
 use icebox_policy::{EvictOrder, SharingMode};
 use std::path::PathBuf;
 
@@ -68,7 +69,8 @@ pub struct Args {
 
     /// Profiles JSON (version 1: per function cold_start_ms, warm_ms, sharing.{process,shared,
     /// isolate}.{base_mb,increment_mb[,cold_start_ms,warm_ms]}, optional idle_mb.{none,
-    /// desiccant} and cpu). Without it every trace function is its own profile built from the
+    /// desiccant}, cpu and limit_mb: the declared memory limit placement checks against free
+    /// memory, as iceboxd does). Without it every trace function is its own profile built from the
     /// trace (memory.csv, durations) and the --default-* flags, with no sharing increment.
     #[arg(long, value_name = "FILE")]
     pub profiles: Option<PathBuf>,
@@ -106,9 +108,12 @@ pub struct Args {
     #[arg(long, value_name = "C", default_value_t = 0)]
     pub node_cores: u32,
 
-    /// Where new instances go.
-    #[arg(long, value_enum, default_value = "openwhisk")]
-    pub placement: Placement,
+    /// Which node runs each activation, through the daemon's placement code
+    /// (icebox_policy::placement): warm-home (a node with an idle instance of the function,
+    /// else OpenWhisk's home-node hash with a co-prime step, checked against free memory),
+    /// hash (OpenWhisk's hash alone, blind to warm instances) or round-robin.
+    #[arg(long, value_name = "POLICY", default_value = "warm-home")]
+    pub placement: PlacementPolicy,
 
     /// Keep-alive of idle instances: ttl:DURATION (icebox-policy KeepAlivePolicy), hybrid
     /// (the hybrid histogram policy of Shahrad et al.) or infinite (until memory pressure
@@ -210,5 +215,21 @@ mod tests {
         ])
         .unwrap_err();
         assert!(err.to_string().contains("threads"));
+        let a = Args::try_parse_from(["icebox-sim", "--trace", "azure2019:x"]).unwrap();
+        assert_eq!(a.placement, PlacementPolicy::WarmHome);
+        // The simulator's former own policies are gone: naming one says what exists.
+        let err = Args::try_parse_from([
+            "icebox-sim",
+            "--trace",
+            "azure2019:x",
+            "--placement",
+            "least-loaded",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("least-loaded") && err.contains("warm-home, hash or round-robin"),
+            "{err}"
+        );
     }
 }

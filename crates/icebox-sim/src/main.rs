@@ -90,7 +90,8 @@ fn run(a: &Args) -> Result<()> {
                         end_ms: w.end_ms,
                         timeline: a.out.is_some(),
                     };
-                    let out = Sim::new(&cfg, &classes, &w.func_class, &w.homes).run(&w.events);
+                    let out =
+                        Sim::new(&cfg, &classes, &w.func_class, &w.trace.functions).run(&w.events);
                     let cluster = cfg.cluster_memory() as f64 / GIB as f64;
                     eprintln!(
                         "  {:<40} cold starts {:>8}  {:.2} M events/s",
@@ -129,6 +130,7 @@ fn run(a: &Args) -> Result<()> {
     };
     let mut stdout = std::io::stdout().lock();
     output::print_table(&mut stdout, &runs)?;
+    output::print_nodes(&mut stdout, &runs)?;
     output::print_equal(&mut stdout, &eq)?;
     let events: u64 = runs.iter().map(|r| r.metrics.events).sum();
     let wall: f64 = runs.iter().map(|r| r.metrics.wall_s).sum();

@@ -74,6 +74,44 @@ pub fn print_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<
     Ok(())
 }
 
+/// Where placement sent the work, per run and node (multi-node runs only).
+pub fn print_nodes(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<()> {
+    if runs.iter().all(|r| r.metrics.per_node.len() < 2) {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nper node ({} placement)",
+        runs.first().map_or("", |r| r.config.placement.as_str())
+    )?;
+    writeln!(
+        out,
+        "{:<34} {:>6} {:>10} {:>8} {:>7} {:>9} {:>9}",
+        "run", "node", "invocs", "cold", "cold%", "avg_mem", "GiB*s"
+    )?;
+    for r in runs {
+        for n in &r.metrics.per_node {
+            let cold = if n.invocations == 0 {
+                0.0
+            } else {
+                100.0 * n.cold_starts as f64 / n.invocations as f64
+            };
+            writeln!(
+                out,
+                "{:<34} {:>6} {:>10} {:>8} {:>6.2}% {:>8.2}G {:>9.0}",
+                r.label,
+                n.node,
+                n.invocations,
+                n.cold_starts,
+                cold,
+                n.avg_memory_gib,
+                n.memory_gib_s
+            )?;
+        }
+    }
+    Ok(())
+}
+
 pub fn print_equal(out: &mut impl Write, eq: &[EqualColdStarts]) -> std::io::Result<()> {
     if eq.is_empty() {
         return Ok(());

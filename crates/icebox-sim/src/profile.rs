@@ -29,6 +29,10 @@ pub struct FunctionProfile {
     /// Cores one activation uses (only with `--node-cores`). Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
+    /// The action's declared memory limit: what placement checks against a node's free
+    /// keep-alive memory, as iceboxd does. Default: what a new instance takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_mb: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs: Option<u32>,
 }
@@ -130,6 +134,8 @@ pub struct Resolved {
     /// Share of an idle instance's memory left after a Desiccant reclaim.
     pub retained: f64,
     pub cpu: u32,
+    /// Bytes placement asks a node to have free for a new instance (`limit_mb`).
+    pub placement_need: Option<u64>,
 }
 
 impl Resolved {
@@ -164,6 +170,7 @@ impl Resolved {
             warm_ms: m.warm_ms.unwrap_or(f.warm_ms).round() as u64,
             retained,
             cpu: f.cpu.unwrap_or(1).max(1),
+            placement_need: f.limit_mb.map(mib_to_bytes),
         })
     }
 }

@@ -5,7 +5,7 @@ use crate::cli::{Args, DurationSource};
 use crate::profile::{map_functions, FunctionProfile, ProfileFile, Resolved};
 use crate::sim::{SimEvent, PROFILE_DURATION};
 use crate::trace::{busiest_window, Trace, Window};
-use crate::units::{mib_to_bytes, stable_hash};
+use crate::units::mib_to_bytes;
 use anyhow::{bail, Result};
 use icebox_policy::{DesiccantConfig, MemoryProfile, SharingMode};
 use serde::Serialize;
@@ -19,7 +19,6 @@ pub struct Workload {
     pub count_from_ms: u64,
     pub end_ms: u64,
     pub window: Option<Window>,
-    pub homes: Vec<u64>,
     pub func_class: Vec<u32>,
     pub profiles: Option<ProfileFile>,
     pub class_names: Vec<String>,
@@ -125,14 +124,12 @@ impl Workload {
                 },
             })
             .collect();
-        let homes = trace.functions.iter().map(|f| stable_hash(f)).collect();
         Ok(Workload {
             events,
             origin_ms,
             count_from_ms: warmup as u64,
             end_ms,
             window,
-            homes,
             func_class,
             class_names,
             profiles,
@@ -176,6 +173,7 @@ impl Workload {
                         .round() as u64,
                     retained: desiccant.prior_retained_fraction,
                     cpu: 1,
+                    placement_need: None,
                 })
                 .collect()),
         }

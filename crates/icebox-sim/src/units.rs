@@ -49,13 +49,9 @@ pub fn parse_size_bytes(s: &str) -> Result<u64> {
         .map_err(|e| anyhow!("'{s}' is not a memory size (expected e.g. 32GiB, 512MiB): {e}"))
 }
 
-/// FNV-1a: stable across Rust versions and platforms, unlike `DefaultHasher`, so a seed and a
-/// function name always give the same random stream.
-pub fn stable_hash(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
+/// FNV-1a from the placement code: stable across Rust versions and platforms, unlike
+/// `DefaultHasher`, so a seed and a function name always give the same random stream.
+pub use icebox_policy::placement::stable_hash;
 
 pub const MIB: f64 = 1024.0 * 1024.0;
 
@@ -89,11 +85,5 @@ mod tests {
         assert_eq!(parse_size_bytes("512").unwrap(), 512 << 20);
         assert_eq!(parse_size_bytes("2 GB").unwrap(), 2_000_000_000);
         assert!(parse_size_bytes("lots").is_err());
-    }
-
-    #[test]
-    fn stable_hash_is_fnv1a() {
-        assert_eq!(stable_hash(""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(stable_hash("a"), 0xaf63_dc4c_8601_ec8c);
     }
 }

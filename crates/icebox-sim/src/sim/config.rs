@@ -1,6 +1,7 @@
 //! What one simulation run models: the cluster, and the policies it runs.
 
 use anyhow::{bail, Result};
+use icebox_policy::placement::PlacementPolicy;
 use icebox_policy::{DesiccantConfig, EvictOrder, HybridConfig, SharingMode};
 use serde::Serialize;
 use std::fmt;
@@ -78,23 +79,14 @@ impl fmt::Display for Technique {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Placement {
-    /// OpenWhisk's sharding balancer: the function's home node, then the others by a step
-    /// co-prime with the node count; if none has free memory, the least loaded.
-    Openwhisk,
-    /// The node with the most free memory.
-    LeastLoaded,
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct SimConfig {
     pub nodes: u32,
     pub node_memory: u64,
     /// 0: CPU is not limited (the thesis' assumption).
     pub node_cores: u32,
-    pub placement: Placement,
+    /// Which node an activation goes to (`icebox_policy::placement`, as the daemon).
+    pub placement: PlacementPolicy,
     pub keepalive: KeepAliveSpec,
     pub evict: EvictOrder,
     pub sharing: SharingMode,

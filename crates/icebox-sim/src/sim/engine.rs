@@ -1,10 +1,11 @@
 //! The event loop: arrivals from the trace, timers (completions, keep-alive expiries,
 //! Desiccant reclaims, hybrid pre-warms) from a heap, placement and eviction in between.
 
-use super::config::{KeepAliveSpec, Placement, SimConfig, Technique};
+use super::config::{KeepAliveSpec, SimConfig, Technique};
 use super::metrics::{Counters, Metrics, TimelineRow};
-use super::state::{compact, coprime_steps, Func, Inst, Node, Ref};
+use super::state::{compact, Func, Inst, Node, Ref};
 use crate::profile::Resolved;
+use icebox_policy::placement::{self, Candidate, NodeView};
 use icebox_policy::{
     join_busy_by, Estimate, EvictOrder, HybridPolicy, KeepAliveConfig, KeepAlivePolicy,
     ReclaimThreshold, Retained,
@@ -45,6 +46,8 @@ struct Pending {
     arrived: u64,
     func: u32,
     dur: u32,
+    /// Round robin's turn: the arrival's number, kept while it waits in the queue.
+    turn: u64,
 }
 
 pub struct RunOutput {
@@ -58,6 +61,15 @@ pub struct Sim<'a> {
     cfg: &'a SimConfig,
     classes: &'a [Resolved],
     func_class: &'a [u32],
+    /// What placement hashes for each trace function (the daemon hashes the action's name).
+    names: &'a [String],
+    /// `n1` … `nN`: the ids a live cluster of N nodes started by the bench recipe has, so
+    /// homes agree between the simulation and the cluster.
+    node_ids: Vec<String>,
+    /// Node indices ordered by id (`n10` sorts before `n2`), and each node's place in it.
+    by_id: Vec<u32>,
+    id_rank: Vec<u32>,
+    arrivals: u64,
     keepalive: KeepAlivePolicy,
     hybrid: HybridPolicy,
     /// Desiccant's estimate without a profile; a function's measured retained share replaces
@@ -80,17 +92,13 @@ pub struct Sim<'a> {
 }
 
 impl<'a> Sim<'a> {
-    /// `func_class[f]` is the profile of trace function `f`; `homes[f]` a stable hash of its
-    /// name, for OpenWhisk's home node.
-    #[expect(
-        clippy::cast_possible_truncation,
-        reason = "a remainder modulo a u32 node count"
-    )]
+    /// `func_class[f]` is the profile of trace function `f`; `names[f]` its name, which
+    /// placement hashes for its home node.
     pub fn new(
         cfg: &'a SimConfig,
         classes: &'a [Resolved],
         func_class: &'a [u32],
-        homes: &[u64],
+        names: &'a [String],
     ) -> Self {
         let ttl = match cfg.keepalive {
             KeepAliveSpec::Ttl(ms) => ms,
@@ -100,30 +108,34 @@ impl<'a> Sim<'a> {
             keep_alive_ms: ttl,
             ..KeepAliveConfig::default()
         });
-        let steps = coprime_steps(cfg.nodes);
-        let funcs = homes
-            .iter()
-            .map(|&h| Func {
-                home: (h % u64::from(cfg.nodes.max(1))) as u32,
-                step: steps[((h >> 32) % steps.len() as u64) as usize],
-                ..Func::default()
-            })
-            .collect();
+        let nodes = cfg.nodes.max(1);
+        let node_ids: Vec<String> = (1..=nodes).map(|k| format!("n{k}")).collect();
+        let mut by_id: Vec<u32> = (0..nodes).collect();
+        by_id.sort_by(|&a, &b| node_ids[a as usize].cmp(&node_ids[b as usize]));
+        let mut id_rank = vec![0; by_id.len()];
+        for (rank, &n) in (0u32..).zip(&by_id) {
+            id_rank[n as usize] = rank;
+        }
         let threshold = ReclaimThreshold::new(&cfg.desiccant);
         Sim {
             cfg,
             classes,
             func_class,
+            names,
+            node_ids,
+            by_id,
+            id_rank,
+            arrivals: 0,
             keepalive,
             hybrid: HybridPolicy::new(cfg.hybrid),
             prior: Estimate::prior(&cfg.desiccant),
             capacity: cfg.sharing.capacity(cfg.concurrency),
             insts: Vec::new(),
             free_slots: Vec::new(),
-            nodes: (0..cfg.nodes.max(1))
+            nodes: (0..nodes)
                 .map(|_| Node::new(cfg.node_memory, threshold.clone()))
                 .collect(),
-            funcs,
+            funcs: vec![Func::default(); names.len()],
             timers: BinaryHeap::new(),
             queue: VecDeque::new(),
             now: 0,
@@ -131,7 +143,7 @@ impl<'a> Sim<'a> {
             active: 0,
             live: 0,
             busy_insts: 0,
-            c: Counters::default(),
+            c: Counters::for_nodes(nodes as usize),
             timeline: Vec::new(),
         }
     }
@@ -154,7 +166,13 @@ impl<'a> Sim<'a> {
         let counted = self.cfg.end_ms.saturating_sub(self.cfg.count_from_ms);
         let wall = started.elapsed().as_secs_f64();
         RunOutput {
-            metrics: Metrics::from_counters(self.c, counted, self.queue.len() as u64, wall),
+            metrics: Metrics::from_counters(
+                self.c,
+                &self.node_ids,
+                counted,
+                self.queue.len() as u64,
+                wall,
+            ),
             timeline: self.timeline,
             node_used: self.nodes.iter().map(|n| n.used).collect(),
         }
@@ -216,6 +234,9 @@ impl<'a> Sim<'a> {
         if hi > lo {
             let dt = u128::from(hi - lo);
             self.c.memory_byte_ms += u128::from(self.used) * dt;
+            for (sum, node) in self.c.node_memory_byte_ms.iter_mut().zip(&self.nodes) {
+                *sum += u128::from(node.used) * dt;
+            }
             self.c.active_byte_ms += u128::from(self.active) * dt;
             self.c.peak_memory = self.c.peak_memory.max(self.used);
             self.c.peak_active = self.c.peak_active.max(self.active);
@@ -261,7 +282,9 @@ impl<'a> Sim<'a> {
             arrived: ev.t,
             func: ev.func,
             dur: ev.dur,
+            turn: self.arrivals,
         };
+        self.arrivals += 1;
         if !self.try_start(p) {
             if self.counting() {
                 self.c.queued += 1;
@@ -273,7 +296,7 @@ impl<'a> Sim<'a> {
     /// Places the activation now, if the cluster has room, and records it.
     fn try_start(&mut self, p: Pending) -> bool {
         let class = *self.class(p.func);
-        let Some((inst, cold, exec_start)) = self.place(p.func, &class) else {
+        let Some((inst, cold, exec_start)) = self.place(p.func, &class, p.turn) else {
             return false;
         };
         let dur = if p.dur == PROFILE_DURATION {
@@ -285,10 +308,13 @@ impl<'a> Sim<'a> {
         let gen = self.insts[inst as usize].gen;
         self.push_timer_always(done, COMPLETE, inst, gen, 0);
         if p.arrived >= self.cfg.count_from_ms {
+            let node = self.insts[inst as usize].node as usize;
             let c = &mut self.c;
             c.invocations += 1;
+            c.node_invocations[node] += 1;
             if cold {
                 c.cold_starts += 1;
+                c.node_cold_starts[node] += 1;
             }
             let delay = self.now - p.arrived;
             if delay > 0 {
@@ -312,25 +338,82 @@ impl<'a> Sim<'a> {
         }));
     }
 
-    /// Where the activation runs: (instance, cold start?, when it starts executing).
-    fn place(&mut self, func: u32, class: &Resolved) -> Option<(u32, bool, u64)> {
+    /// Where the activation runs: (instance, cold start?, when it starts executing). The
+    /// placement policy orders the nodes; the first that can take the activation (after
+    /// evicting idle instances) runs it, else it queues.
+    fn place(&mut self, func: u32, class: &Resolved, turn: u64) -> Option<(u32, bool, u64)> {
+        if self.nodes.len() == 1 {
+            return self.start_on(0, func, class);
+        }
+        let need = class
+            .placement_need
+            .unwrap_or_else(|| class.memory.charge(1));
+        self.candidates(func, need, turn)
+            .into_iter()
+            .find_map(|c| self.start_on(self.by_id[c.node], func, class))
+    }
+
+    /// The nodes in the order `icebox_policy::placement` gives them: the daemon's code, with
+    /// a node `warm` when the activation would not cold-start there (an idle instance, or a
+    /// busy one with room in the sharing modes) and `free_bytes` its memory not held by idle
+    /// instances (the daemon's free keep-alive memory: its budget less what idle and frozen
+    /// instances are charged; busy ones are not).
+    /// Candidates index `by_id`: the views are given in id order, so placement's own sort by id
+    /// finds them sorted.
+    fn candidates(&self, func: u32, need: u64, turn: u64) -> Vec<Candidate> {
+        let mut views: Vec<NodeView<'_>> = self
+            .by_id
+            .iter()
+            .map(|&n| NodeView {
+                id: &self.node_ids[n as usize],
+                warm: false,
+                free_bytes: self.nodes[n as usize].free_keep_alive(),
+            })
+            .collect();
+        let f = &self.funcs[func as usize];
+        for on in f.idle.iter().filter(|on| on.count > 0) {
+            views[self.id_rank[on.node as usize] as usize].warm = true;
+        }
+        if self.capacity > 1 {
+            for &i in &f.busy {
+                let inst = &self.insts[i as usize];
+                if inst.in_flight < self.capacity {
+                    views[self.id_rank[inst.node as usize] as usize].warm = true;
+                }
+            }
+        }
+        placement::candidates(
+            self.cfg.placement,
+            &self.names[func as usize],
+            &views,
+            need,
+            turn,
+        )
+    }
+
+    /// Runs the activation on `node` if it can: joining a busy instance, else reusing an idle
+    /// one, else a cold start, evicting idle instances there as needed.
+    fn start_on(&mut self, node: u32, func: u32, class: &Resolved) -> Option<(u32, bool, u64)> {
         let now = self.now;
         let inc = class.memory.increment_bytes;
         let cores = self.cfg.node_cores;
+        let cpu_ok = |n: &Node| cores == 0 || n.cores_used + class.cpu <= cores;
         // 1. Join a busy instance with room (shared / isolate modes).
         if self.capacity > 1 {
-            let (insts, nodes) = (&self.insts, &self.nodes);
-            let joined = join_busy_by(
-                self.funcs[func as usize].busy.iter().filter_map(|&i| {
-                    let inst = &insts[i as usize];
-                    let node = &nodes[inst.node as usize];
-                    let cpu_ok = cores == 0 || node.cores_used + class.cpu <= cores;
-                    (cpu_ok && node.reachable(0) >= inc).then_some((i, inst.in_flight))
-                }),
-                self.capacity,
-            );
+            let insts = &self.insts;
+            let host = &self.nodes[node as usize];
+            let joined = if cpu_ok(host) && host.reachable(0) >= inc {
+                join_busy_by(
+                    self.funcs[func as usize].busy.iter().filter_map(|&i| {
+                        let inst = &insts[i as usize];
+                        (inst.node == node).then_some((i, inst.in_flight))
+                    }),
+                    self.capacity,
+                )
+            } else {
+                None
+            };
             if let Some(i) = joined {
-                let node = self.insts[i as usize].node;
                 self.make_room(node, inc, None);
                 let n = self.insts[i as usize].in_flight + 1;
                 self.insts[i as usize].in_flight = n;
@@ -343,15 +426,13 @@ impl<'a> Sim<'a> {
                 return Some((i, false, self.insts[i as usize].ready_at.max(now)));
             }
         }
-        // 2. A warm idle instance, most recently used first (KeepAlivePolicy::choose_warm's
-        //    order; the simulator does not model freezing).
-        if let Some(i) = self.pop_idle(func) {
+        // 2. A warm idle instance on the node, most recently used first
+        //    (KeepAlivePolicy::choose_warm's order; the simulator does not model freezing).
+        if let Some(i) = self.pop_idle(func, node) {
             let inst = &self.insts[i as usize];
-            let node = &self.nodes[inst.node as usize];
+            let host = &self.nodes[node as usize];
             let need = class.memory.charge(1).saturating_sub(inst.charge);
-            let cpu_ok = cores == 0 || node.cores_used + class.cpu <= cores;
-            if cpu_ok && node.reachable(inst.charge) >= need {
-                let node = inst.node;
+            if cpu_ok(host) && host.reachable(inst.charge) >= need {
                 self.make_room(node, need, Some(i));
                 self.take_idle(i);
                 self.insts[i as usize].in_flight = 1;
@@ -365,11 +446,17 @@ impl<'a> Sim<'a> {
             }
             // It cannot grow back where it is: leave it for later, start elsewhere.
             let gen = self.insts[i as usize].gen;
-            self.funcs[func as usize].idle.push((i, gen));
+            self.funcs[func as usize]
+                .idle_on_mut(node)
+                .stack
+                .push((i, gen));
         }
         // 3. A new instance: a cold start.
         let need = class.memory.charge(1);
-        let node = self.choose_node(func, need, class.cpu, true)?;
+        let host = &self.nodes[node as usize];
+        if !cpu_ok(host) || host.reachable(0) < need {
+            return None;
+        }
         self.make_room(node, need, None);
         let i = self.create(func, node, need);
         let inst = &mut self.insts[i as usize];
@@ -379,47 +466,6 @@ impl<'a> Sim<'a> {
         self.nodes[node as usize].cores_used += class.cpu;
         self.after_alloc(node);
         Some((i, true, now + class.cold_start_ms))
-    }
-
-    /// The node for a new instance needing `need` bytes, or `None` when no node can hold it
-    /// even after evicting idle instances (or, with `evict` false, without evicting).
-    #[expect(
-        clippy::cast_possible_truncation,
-        reason = "indices and counts of a simulated cluster (functions, instances, nodes, queued calls) stay far below 2^32; a remainder modulo a u32 node count"
-    )]
-    fn choose_node(&self, func: u32, need: u64, cpu: u32, evict: bool) -> Option<u32> {
-        let cores = self.cfg.node_cores;
-        let cpu_ok = |n: &Node| cores == 0 || n.cores_used + cpu <= cores;
-        let count = self.nodes.len() as u32;
-        if self.cfg.placement == Placement::Openwhisk {
-            let f = &self.funcs[func as usize];
-            for k in 0..count {
-                let n = ((u64::from(f.home) + u64::from(k) * u64::from(f.step)) % u64::from(count))
-                    as u32;
-                let node = &self.nodes[n as usize];
-                if cpu_ok(node) && node.free() >= need {
-                    return Some(n);
-                }
-            }
-        } else if let Some((n, _)) = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| cpu_ok(n) && n.free() >= need)
-            .max_by(|(ia, a), (ib, b)| a.free().cmp(&b.free()).then(ib.cmp(ia)))
-        {
-            return Some(n as u32);
-        }
-        if !evict {
-            return None;
-        }
-        // Overflow: the node where evictions reach the most memory.
-        self.nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| cpu_ok(n) && n.reachable(0) >= need)
-            .max_by(|(ia, a), (ib, b)| a.reachable(0).cmp(&b.reachable(0)).then(ib.cmp(ia)))
-            .map(|(n, _)| n as u32)
     }
 
     /// Frees `need` bytes on `node`: Desiccant reclaims first (cheaper than losing a warm
@@ -578,15 +624,17 @@ impl<'a> Sim<'a> {
         inst.idle = true;
         inst.reclaimed = false;
         inst.gen = inst.gen.wrapping_add(1);
-        let (gen, func, node, charge) = (inst.gen, inst.func, inst.node as usize, inst.charge);
+        let (gen, func, host, charge) = (inst.gen, inst.func, inst.node, inst.charge);
+        let node = host as usize;
         let key = self
             .cfg
             .evict
             .key(now, self.funcs[func as usize].invocations);
         self.insts[i as usize].evict_key = key;
-        let f = &mut self.funcs[func as usize];
-        f.idle.push((i, gen));
-        f.idle_count += 1;
+        let on = self.funcs[func as usize].idle_on_mut(host);
+        on.stack.push((i, gen));
+        on.count += 1;
+        let live_f = on.count;
         let nd = &mut self.nodes[node];
         nd.idle_mem += charge;
         nd.idle_count += 1;
@@ -596,13 +644,14 @@ impl<'a> Sim<'a> {
                 nd.by_key.insert((key, i));
             }
         }
-        let (live_f, live_n) = (
-            self.funcs[func as usize].idle_count,
-            self.nodes[node].idle_count,
-        );
+        let live_n = self.nodes[node].idle_count;
         let insts = &self.insts;
         let valid = |&r: &Ref| idle_valid(insts, r);
-        compact(&mut self.funcs[func as usize].idle, live_f, valid);
+        compact(
+            &mut self.funcs[func as usize].idle_on_mut(host).stack,
+            live_f,
+            valid,
+        );
         compact(&mut self.nodes[node].lru, live_n, valid);
         if let Some(at) = expiry {
             self.push_timer(at, EXPIRE, i, gen, 0);
@@ -622,7 +671,13 @@ impl<'a> Sim<'a> {
     fn prewarm(&mut self, func: u32, expires: u64) {
         let class = *self.class(func);
         let need = class.memory.charge(0);
-        let Some(node) = self.choose_node(func, need, 0, false) else {
+        // Placed like an activation of the function, but never evicting for it.
+        let Some(node) = self
+            .candidates(func, need, self.arrivals)
+            .into_iter()
+            .map(|c| self.by_id[c.node])
+            .find(|&n| self.nodes[n as usize].free() >= need)
+        else {
             return;
         };
         let i = self.create(func, node, need);
@@ -633,9 +688,9 @@ impl<'a> Sim<'a> {
         self.after_alloc(node);
     }
 
-    /// The most recently idle valid instance of `func`, removed from the function's stack.
-    fn pop_idle(&mut self, func: u32) -> Option<u32> {
-        while let Some(r) = self.funcs[func as usize].idle.pop() {
+    /// The most recently idle valid instance of `func` on `node`, removed from its stack.
+    fn pop_idle(&mut self, func: u32, node: u32) -> Option<u32> {
+        while let Some(r) = self.funcs[func as usize].idle_on_mut(node).stack.pop() {
             if self.idle_valid(r) {
                 return Some(r.0);
             }
@@ -654,9 +709,9 @@ impl<'a> Sim<'a> {
         debug_assert!(inst.idle);
         inst.idle = false;
         inst.gen = inst.gen.wrapping_add(1);
-        let (func, node, charge, key) =
-            (inst.func, inst.node as usize, inst.charge, inst.evict_key);
-        self.funcs[func as usize].idle_count -= 1;
+        let (func, host, charge, key) = (inst.func, inst.node, inst.charge, inst.evict_key);
+        let node = host as usize;
+        self.funcs[func as usize].idle_on_mut(host).count -= 1;
         let nd = &mut self.nodes[node];
         nd.idle_mem -= charge;
         nd.idle_count -= 1;

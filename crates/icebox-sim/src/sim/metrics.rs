@@ -28,6 +28,31 @@ pub struct Counters {
     pub peak_memory: u64,
     pub peak_active: u64,
     pub events: u64,
+    /// Per node, indexed like the cluster's nodes.
+    pub node_invocations: Vec<u64>,
+    pub node_cold_starts: Vec<u64>,
+    pub node_memory_byte_ms: Vec<u128>,
+}
+
+impl Counters {
+    pub fn for_nodes(nodes: usize) -> Counters {
+        Counters {
+            node_invocations: vec![0; nodes],
+            node_cold_starts: vec![0; nodes],
+            node_memory_byte_ms: vec![0; nodes],
+            ..Counters::default()
+        }
+    }
+}
+
+/// One node's share of a run: where placement sent the work and what it kept in memory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeMetrics {
+    pub node: String,
+    pub invocations: u64,
+    pub cold_starts: u64,
+    pub memory_gib_s: f64,
+    pub avg_memory_gib: f64,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -73,6 +98,7 @@ pub struct Metrics {
     pub wall_s: f64,
     pub events_per_s: f64,
     pub invocations_per_s: f64,
+    pub per_node: Vec<NodeMetrics>,
 }
 
 impl Metrics {
@@ -83,6 +109,7 @@ impl Metrics {
     )]
     pub fn from_counters(
         mut c: Counters,
+        node_ids: &[String],
         counted_ms: u64,
         still_queued: u64,
         wall_s: f64,
@@ -107,6 +134,17 @@ impl Metrics {
         let gib_s = |b: u128| b as f64 / GIB / 1_000.0;
         let per = |x: f64| if secs > 0.0 { x / secs } else { 0.0 };
         let rate = |x: u64| if wall_s > 0.0 { x as f64 / wall_s } else { 0.0 };
+        let per_node = node_ids
+            .iter()
+            .enumerate()
+            .map(|(n, id)| NodeMetrics {
+                node: id.clone(),
+                invocations: c.node_invocations[n],
+                cold_starts: c.node_cold_starts[n],
+                memory_gib_s: gib_s(c.node_memory_byte_ms[n]),
+                avg_memory_gib: per(gib_s(c.node_memory_byte_ms[n])),
+            })
+            .collect();
         Metrics {
             invocations: c.invocations,
             cold_starts: c.cold_starts,
@@ -145,6 +183,7 @@ impl Metrics {
             wall_s,
             events_per_s: rate(c.events),
             invocations_per_s: rate(c.invocations),
+            per_node,
         }
     }
 }
@@ -160,14 +199,27 @@ mod tests {
             cold_starts: 5,
             latencies_ms: (1..=100).map(|x| x as f32).collect(),
             memory_byte_ms: (2 * (1u128 << 30)) * 10_000,
+            node_invocations: vec![60, 40],
+            node_cold_starts: vec![1, 4],
+            node_memory_byte_ms: vec![(1u128 << 30) * 10_000, (1u128 << 30) * 10_000],
             ..Counters::default()
         };
-        let m = Metrics::from_counters(c, 10_000, 0, 0.5);
+        let m = Metrics::from_counters(c, &["n1".into(), "n2".into()], 10_000, 0, 0.5);
         assert_eq!(m.latency_ms_p50, 50.0);
         assert_eq!(m.latency_ms_p99, 99.0);
         assert_eq!(m.cold_start_fraction, 0.05);
         assert_eq!(m.memory_gib_s, 20.0);
         assert_eq!(m.avg_memory_gib, 2.0);
         assert_eq!(m.invocations_per_s, 200.0);
+        assert_eq!(
+            m.per_node[1],
+            NodeMetrics {
+                node: "n2".into(),
+                invocations: 40,
+                cold_starts: 4,
+                memory_gib_s: 10.0,
+                avg_memory_gib: 1.0,
+            }
+        );
     }
 }

@@ -7,6 +7,8 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub use config::{KeepAliveSpec, Placement, SimConfig, Technique};
+pub use config::{KeepAliveSpec, SimConfig, Technique};
+#[cfg(test)]
+use engine::RunOutput;
 pub use engine::{Sim, SimEvent, PROFILE_DURATION};
 pub use metrics::{Metrics, TimelineRow};

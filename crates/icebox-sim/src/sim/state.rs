@@ -65,6 +65,12 @@ impl Node {
         self.cap.saturating_sub(self.used)
     }
 
+    /// What placement sees as free: the node less its idle instances, as the daemon's
+    /// keep-alive budget charges only idle and frozen instances.
+    pub fn free_keep_alive(&self) -> u64 {
+        self.cap.saturating_sub(self.idle_mem)
+    }
+
     /// Free memory plus what evicting every idle instance (but `own`, bytes of one that is
     /// about to be reused) would free.
     pub fn reachable(&self, own: u64) -> u64 {
@@ -76,14 +82,36 @@ impl Node {
 pub struct Func {
     /// Busy instances (with activations in flight).
     pub busy: Vec<u32>,
-    /// Idle instances, most recently idle on top (lazy).
-    pub idle: Vec<Ref>,
-    pub idle_count: u32,
+    /// Idle instances on each node that has held any: placement asks per node.
+    pub idle: Vec<IdleOn>,
     pub invocations: u64,
     pub hist: IdleHistogram,
-    /// OpenWhisk placement: home node and co-prime step.
-    pub home: u32,
-    pub step: u32,
+}
+
+/// A function's idle instances on one node.
+#[derive(Debug, Clone, Default)]
+pub struct IdleOn {
+    pub node: u32,
+    /// Live entries of `stack`.
+    pub count: u32,
+    /// Most recently idle on top (lazy).
+    pub stack: Vec<Ref>,
+}
+
+impl Func {
+    pub fn idle_on_mut(&mut self, node: u32) -> &mut IdleOn {
+        let k = match self.idle.iter().position(|x| x.node == node) {
+            Some(k) => k,
+            None => {
+                self.idle.push(IdleOn {
+                    node,
+                    ..IdleOn::default()
+                });
+                self.idle.len() - 1
+            }
+        };
+        &mut self.idle[k]
+    }
 }
 
 /// Drops stale entries once a lazy queue holds far more entries than live ones, so its size
@@ -120,41 +148,9 @@ impl Retain for VecDeque<Ref> {
     }
 }
 
-/// Steps co-prime with `n`, as OpenWhisk's sharding balancer uses, so stepping from any home
-/// node visits every node once.
-pub fn coprime_steps(n: u32) -> Vec<u32> {
-    fn gcd(a: u32, b: u32) -> u32 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
-        }
-    }
-    let steps: Vec<u32> = (1..=n.max(1)).filter(|&s| gcd(s, n.max(1)) == 1).collect();
-    if steps.is_empty() {
-        vec![1]
-    } else {
-        steps
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn coprime_steps_visit_every_node() {
-        assert_eq!(coprime_steps(10), [1, 3, 7, 9]);
-        assert_eq!(coprime_steps(1), [1]);
-        for n in 1..20u32 {
-            for step in coprime_steps(n) {
-                let mut seen: Vec<u32> = (0..n).map(|k| (5 + k * step) % n).collect();
-                seen.sort_unstable();
-                seen.dedup();
-                assert_eq!(seen.len(), n as usize);
-            }
-        }
-    }
 
     #[test]
     fn compaction_drops_stale_entries_only_when_large() {

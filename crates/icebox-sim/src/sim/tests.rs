@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::profile::Resolved;
+use icebox_policy::placement::{probe_sequence, PlacementPolicy};
 use icebox_policy::{DesiccantConfig, EvictOrder, HybridConfig, MemoryProfile, SharingMode};
 
 use icebox_core::units::MIB;
@@ -17,6 +18,7 @@ fn class(base_mb: u64, inc_mb: u64, cold: u64, warm: u64) -> Resolved {
         warm_ms: warm,
         retained: 0.25,
         cpu: 1,
+        placement_need: None,
     }
 }
 
@@ -25,7 +27,7 @@ fn cfg(nodes: u32, node_mb: u64) -> SimConfig {
         nodes,
         node_memory: node_mb * MIB,
         node_cores: 0,
-        placement: Placement::Openwhisk,
+        placement: PlacementPolicy::WarmHome,
         keepalive: KeepAliveSpec::Infinite,
         evict: EvictOrder::Lru,
         sharing: SharingMode::Process,
@@ -47,17 +49,27 @@ fn ev(t: u64, func: u32) -> SimEvent {
     }
 }
 
-/// Runs with one profile per function (function i uses classes[i]).
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("guest/f{i}")).collect()
+}
+
+/// Runs with one profile per function (function i uses classes[i], its name `guest/f{i}`).
+fn run(cfg: &SimConfig, classes: &[Resolved], events: &[SimEvent]) -> Metrics {
+    run_named(cfg, classes, &names(classes.len()), events).metrics
+}
+
 #[expect(
     clippy::cast_possible_truncation,
     reason = "indices and counts of a simulated cluster (functions, instances, nodes, queued calls) stay far below 2^32"
 )]
-fn run(cfg: &SimConfig, classes: &[Resolved], events: &[SimEvent]) -> Metrics {
+fn run_named(
+    cfg: &SimConfig,
+    classes: &[Resolved],
+    names: &[String],
+    events: &[SimEvent],
+) -> RunOutput {
     let map: Vec<u32> = (0..classes.len() as u32).collect();
-    let homes: Vec<u64> = (0..classes.len() as u64)
-        .map(|i| i * 0x1_0000_0001)
-        .collect();
-    Sim::new(cfg, classes, &map, &homes).run(events).metrics
+    Sim::new(cfg, classes, &map, names).run(events)
 }
 
 #[test]
@@ -163,20 +175,103 @@ fn instances_larger_than_a_node_are_rejected_not_queued() {
 }
 
 #[test]
-fn openwhisk_placement_fills_the_home_node_least_loaded_spreads() {
+fn hash_fills_the_home_node_then_overflows_along_the_probe_sequence_round_robin_spreads() {
     // Three nodes of 250 MB, three concurrent 100 MB instances of one function.
     let classes = [class(100, 0, 10, 100_000)];
     let events: Vec<SimEvent> = (0..3).map(|k| ev(k, 0)).collect();
     let mut c = cfg(3, 250);
-    let map = [0u32];
-    // Home node (2^32 + 1) % 3 = 2; step index (hash >> 32) % 2 = 1: steps of 2 (2 → 1 → 0).
-    let homes = [1u64 | (1 << 32)];
-    let ow = Sim::new(&c, &classes, &map, &homes).run(&events);
-    assert_eq!(ow.metrics.cold_starts, 3);
-    assert_eq!(ow.node_used, [0, 100 * MIB, 200 * MIB]);
-    c.placement = Placement::LeastLoaded;
-    let ll = Sim::new(&c, &classes, &map, &homes).run(&events);
-    assert_eq!(ll.node_used, [100 * MIB; 3]);
+    c.placement = PlacementPolicy::Hash;
+    let names = names(1);
+    let hash = run_named(&c, &classes, &names, &events);
+    assert_eq!(hash.metrics.cold_starts, 3);
+    // Nodes n1, n2, n3 are indices 0, 1, 2 (already in id order).
+    let seq = probe_sequence(&names[0], 3);
+    let mut expected = [0; 3];
+    expected[seq[0]] = 200 * MIB;
+    expected[seq[1]] = 100 * MIB;
+    assert_eq!(hash.node_used, expected);
+    c.placement = PlacementPolicy::RoundRobin;
+    let rr = run_named(&c, &classes, &names, &events);
+    assert_eq!(rr.node_used, [100 * MIB; 3]);
+}
+
+/// Ten functions called in turn every 100 ms, 30 calls each, on three roomy nodes.
+fn recurring() -> (Vec<Resolved>, Vec<SimEvent>) {
+    let classes = vec![class(100, 0, 500, 20); 10];
+    let events = (0..300).map(|k| ev(k * 100, (k % 10) as u32)).collect();
+    (classes, events)
+}
+
+#[test]
+fn warm_home_and_hash_cold_start_each_function_once_round_robin_on_every_node() {
+    let (classes, events) = recurring();
+    let mut c = cfg(3, 10_000);
+    c.keepalive = KeepAliveSpec::Ttl(600_000);
+    let by = |p| {
+        let mut c = c.clone();
+        c.placement = p;
+        run(&c, &classes, &events)
+    };
+    let warm_home = by(PlacementPolicy::WarmHome);
+    let hash = by(PlacementPolicy::Hash);
+    let rr = by(PlacementPolicy::RoundRobin);
+    // A function recurs on the node that ran it before; round robin (the arrival counter
+    // steps by 10 between a function's calls, co-prime with 3) visits all three nodes.
+    assert_eq!(warm_home.cold_starts, 10);
+    assert_eq!(hash.cold_starts, 10, "with ample memory hash is warm-home");
+    assert_eq!(rr.cold_starts, 30);
+    assert!(rr.cold_starts >= 2 * warm_home.cold_starts);
+    // Round robin also keeps three copies of every function in memory.
+    assert!(rr.memory_gib_s > 2.5 * warm_home.memory_gib_s, "{rr:?}");
+    c.nodes = 1;
+    c.placement = PlacementPolicy::RoundRobin;
+    assert_eq!(run(&c, &classes, &events).cold_starts, 10);
+}
+
+#[test]
+fn warm_home_follows_a_warm_instance_off_its_home_hash_chases_free_memory() {
+    // Two nodes of 150 MB: one 100 MB instance each. g takes f's home first, so f's first
+    // call overflows to the other node; f recurs every 6 s with a 10 s keep-alive.
+    let names: Vec<String> = {
+        let f = "guest/f".to_string();
+        let home = probe_sequence(&f, 2)[0];
+        let g = (0..100)
+            .map(|k| format!("guest/g{k}"))
+            .find(|g| probe_sequence(g, 2)[0] == home)
+            .expect("one of 100 names shares f's home");
+        vec![f, g]
+    };
+    let home = probe_sequence(&names[0], 2)[0];
+    let classes = [class(100, 0, 10, 10), class(100, 0, 10, 5_000)];
+    let mut events = vec![ev(0, 1)];
+    events.extend([1, 6_000, 12_000, 18_000, 24_000].map(|t| ev(t, 0)));
+    let mut c = cfg(2, 150);
+    c.keepalive = KeepAliveSpec::Ttl(10_000);
+    let warm_home = run_named(&c, &classes, &names, &events).metrics;
+    c.placement = PlacementPolicy::Hash;
+    let hash = run_named(&c, &classes, &names, &events).metrics;
+    // Warm-home: g and f's first call are cold, f stays warm where it went.
+    assert_eq!(warm_home.cold_starts, 2);
+    assert_eq!(warm_home.per_node[1 - home].invocations, 5);
+    // Hash does not see f's idle instance, only that it leaves its node without free memory:
+    // each call goes to the node whose copy has expired (or was evicted), so all are cold.
+    assert_eq!(hash.cold_starts, 6);
+    assert_eq!(hash.evictions, 1, "g, at 6 s");
+}
+
+#[test]
+fn per_node_figures_add_up_to_the_cluster_s() {
+    let (classes, events) = recurring();
+    let mut c = cfg(3, 10_000);
+    c.placement = PlacementPolicy::RoundRobin;
+    let m = run(&c, &classes, &events);
+    let ids: Vec<&str> = m.per_node.iter().map(|n| n.node.as_str()).collect();
+    assert_eq!(ids, ["n1", "n2", "n3"]);
+    assert!(m.per_node.iter().all(|n| n.invocations == 100));
+    assert_eq!(m.per_node.iter().map(|n| n.cold_starts).sum::<u64>(), 30);
+    let gib_s: f64 = m.per_node.iter().map(|n| n.memory_gib_s).sum();
+    assert!((gib_s - m.memory_gib_s).abs() < 1e-9 * m.memory_gib_s);
+    assert!(m.per_node.iter().all(|n| n.memory_gib_s > 0.0));
 }
 
 #[test]
@@ -245,7 +340,7 @@ fn the_timeline_has_one_row_per_counted_second() {
     c.timeline = true;
     c.end_ms = 5_000;
     let classes = [class(100, 0, 500, 2_000)];
-    let out = Sim::new(&c, &classes, &[0], &[0]).run(&[ev(0, 0)]);
+    let out = run_named(&c, &classes, &names(1), &[ev(0, 0)]);
     let secs: Vec<u64> = out.timeline.iter().map(|r| r.second).collect();
     assert_eq!(secs, [1, 2, 3, 4, 5]);
     assert_eq!(out.timeline[0].busy_instances, 1);
@@ -258,4 +353,30 @@ fn run_labels_name_small_nodes_in_mib() {
     assert_eq!(cfg(10, 256).label(), "process none infinite 256MiB");
     assert_eq!(cfg(10, 2048).label(), "process none infinite 2GiB");
     assert_eq!(cfg(10, 1536).label(), "process none infinite 1536MiB");
+}
+
+#[test]
+fn placement_checks_the_declared_limit_when_the_profile_has_one() {
+    // Two nodes of 300 MB, 50 MB instances. g (idle on f's home) leaves the home 250 MB of
+    // free keep-alive memory: enough for f's instance, not for its declared 256 MB.
+    let names: Vec<String> = {
+        let f = "guest/f".to_string();
+        let home = probe_sequence(&f, 2)[0];
+        let g = (0..100)
+            .map(|k| format!("guest/g{k}"))
+            .find(|g| probe_sequence(g, 2)[0] == home)
+            .expect("one of 100 names shares f's home");
+        vec![f, g]
+    };
+    let home = probe_sequence(&names[0], 2)[0];
+    let mut classes = [class(50, 0, 10, 10), class(50, 0, 10, 10)];
+    let events = [ev(0, 1), ev(1_000, 0)];
+    let mut c = cfg(2, 300);
+    c.placement = PlacementPolicy::Hash;
+    let measured = run_named(&c, &classes, &names, &events).metrics;
+    assert_eq!(measured.per_node[home].cold_starts, 2, "both at home");
+    classes[0].placement_need = Some(256 * MIB);
+    let declared = run_named(&c, &classes, &names, &events).metrics;
+    assert_eq!(declared.per_node[home].cold_starts, 1, "g at home");
+    assert_eq!(declared.per_node[1 - home].cold_starts, 1, "f overflows");
 }
