@@ -320,12 +320,16 @@ fn concurrent_chatty_actions_are_held_within_the_output_budget_and_the_memory_go
 /// returns how long that took.
 fn wait_unwritten_zero(d: &Daemon) -> Duration {
     let started = Instant::now();
-    wait_for("every record written to the registry", Duration::from_secs(120), || {
-        let metrics = d.get("/metrics").body;
-        metrics
-            .lines()
-            .any(|l| l.trim() == "icebox_activations_unwritten 0")
-            .then_some(())
-    });
+    wait_for(
+        "every record written to the registry",
+        Duration::from_secs(120),
+        || {
+            let metrics = d.get("/metrics").body;
+            metrics
+                .lines()
+                .any(|l| l.trim() == "icebox_activations_unwritten 0")
+                .then_some(())
+        },
+    );
     started.elapsed()
 }
