@@ -295,9 +295,8 @@ async fn store_put(
         .map_err(ApiError::bad_request)?;
     crate::pool::snapshots::validate(&spec.annotations).map_err(ApiError::bad_request)?;
     let registry = state.registry.clone();
-    let stored = if state.cluster.is_some() {
+    let stored = if let Some(cluster) = &state.cluster {
         // The cluster decides the version; this node's registry mirrors it.
-        let cluster = state.cluster.as_ref().expect("checked above");
         let code = crate::cluster_sync::inline_code(state, &spec).await;
         let stored = crate::cluster::put_action(cluster, spec, overwrite, code).await?;
         let copy = stored.clone();
