@@ -30,6 +30,7 @@ def sim_argv(
     technique: str = "none",
     nodes: int = 1,
     placement: str | None = None,
+    node_budget: str | None = None,
 ) -> list[str]:
     return [
         str(binary),
@@ -42,6 +43,7 @@ def sim_argv(
         "--nodes",
         str(nodes),
         *(["--placement", placement] if placement else []),
+        *(["--node-budget", node_budget] if node_budget else []),
         "--node-memory",
         node_memory,
         "--keepalive",

@@ -199,6 +199,8 @@ class Cluster(Recipe):
                 concurrency=concurrency,
                 nodes=nodes,
                 placement=policy,
+                # iceboxd's --pool-memory caps idle instances only: the simulator the same.
+                node_budget="idle",
             )
             commands[policy] = " ".join(argv)
             try:

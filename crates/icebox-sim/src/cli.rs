@@ -9,6 +9,12 @@ use icebox_policy::placement::PlacementPolicy;
 use icebox_policy::{EvictOrder, SharingMode};
 use std::path::PathBuf;
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NodeBudget {
+    All,
+    Idle,
+}
+
 /// Where an activation's duration comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -114,6 +120,12 @@ pub struct Args {
     /// hash (OpenWhisk's hash alone, blind to warm instances) or round-robin.
     #[arg(long, value_name = "POLICY", default_value = "warm-home")]
     pub placement: PlacementPolicy,
+
+    /// What --node-memory caps: all (every instance: a machine's memory) or idle (idle
+    /// instances only, as iceboxd's --pool-memory: busy ones are not charged, and a release
+    /// over the budget evicts the least recently used idle ones).
+    #[arg(long, value_enum, default_value = "all")]
+    pub node_budget: NodeBudget,
 
     /// Keep-alive of idle instances: ttl:DURATION (icebox-policy KeepAlivePolicy), hybrid
     /// (the hybrid histogram policy of Shahrad et al.) or infinite (until memory pressure

@@ -16,7 +16,7 @@ mod units;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use cli::Args;
+use cli::{Args, NodeBudget};
 use compare::{equal_cold_starts, Point, Series};
 use icebox_core::units::GIB;
 use icebox_policy::{DesiccantConfig, HybridConfig};
@@ -75,6 +75,7 @@ fn run(a: &Args) -> Result<()> {
                 let mut points = Vec::new();
                 for &node_memory in &a.node_memory {
                     let cfg = SimConfig {
+                        budget_idle_only: a.node_budget == NodeBudget::Idle,
                         nodes: a.nodes,
                         node_memory,
                         node_cores: a.node_cores,

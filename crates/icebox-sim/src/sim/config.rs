@@ -83,6 +83,10 @@ impl fmt::Display for Technique {
 pub struct SimConfig {
     pub nodes: u32,
     pub node_memory: u64,
+    /// What `node_memory` caps: every instance (a machine's memory, the default) or only idle
+    /// ones (iceboxd's `--pool-memory`: busy instances are not charged, a release over the
+    /// budget evicts the least recently used idle ones).
+    pub budget_idle_only: bool,
     /// 0: CPU is not limited (the thesis' assumption).
     pub node_cores: u32,
     /// Which node an activation goes to (`icebox_policy::placement`, as the daemon).

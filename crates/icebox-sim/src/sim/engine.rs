@@ -133,7 +133,7 @@ impl<'a> Sim<'a> {
             insts: Vec::new(),
             free_slots: Vec::new(),
             nodes: (0..nodes)
-                .map(|_| Node::new(cfg.node_memory, threshold.clone()))
+                .map(|_| Node::new(cfg.node_memory, cfg.budget_idle_only, threshold.clone()))
                 .collect(),
             funcs: vec![Func::default(); names.len()],
             timers: BinaryHeap::new(),
@@ -473,7 +473,7 @@ impl<'a> Sim<'a> {
     /// that `reachable` suffices.
     fn make_room(&mut self, node: u32, need: u64, keep: Option<u32>) {
         let n = node as usize;
-        if self.nodes[n].free() >= need {
+        if self.nodes[n].idle_only || self.nodes[n].free() >= need {
             return;
         }
         if self.cfg.technique == Technique::Desiccant {
@@ -616,6 +616,33 @@ impl<'a> Sim<'a> {
         self.unmark_busy(i);
         self.recharge(i, class.memory.charge(0));
         self.add_idle(i, expiry);
+        self.evict_over_budget(self.insts[i as usize].node);
+    }
+
+    /// With a budget of idle instances only: a release that takes the node's idle instances
+    /// over it evicts the least recently used ones, as iceboxd's pool does.
+    fn evict_over_budget(&mut self, node: u32) {
+        let n = node as usize;
+        if !self.nodes[n].idle_only {
+            return;
+        }
+        while self.nodes[n].idle_mem > self.nodes[n].cap {
+            let victim = match self.cfg.evict {
+                EvictOrder::Lru => match self.nodes[n].lru.pop_front() {
+                    Some(r) if !self.idle_valid(r) => continue,
+                    Some(r) => r.0,
+                    None => break,
+                },
+                EvictOrder::Frequency => match self.nodes[n].by_key.iter().next() {
+                    Some(&(_, i)) => i,
+                    None => break,
+                },
+            };
+            self.kill(victim);
+            if self.counting() {
+                self.c.evictions += 1;
+            }
+        }
     }
 
     fn add_idle(&mut self, i: u32, expiry: Option<u64>) {

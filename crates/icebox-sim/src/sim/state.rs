@@ -32,6 +32,8 @@ pub struct Inst {
 #[derive(Debug, Clone)]
 pub struct Node {
     pub cap: u64,
+    /// The cap is a keep-alive budget of idle instances only (`SimConfig::budget_idle_only`).
+    pub idle_only: bool,
     pub used: u64,
     /// Charge of its idle instances: what evictions could free.
     pub idle_mem: u64,
@@ -47,9 +49,10 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(cap: u64, threshold: ReclaimThreshold) -> Self {
+    pub fn new(cap: u64, idle_only: bool, threshold: ReclaimThreshold) -> Self {
         Node {
             cap,
+            idle_only,
             used: 0,
             idle_mem: 0,
             idle_count: 0,
@@ -62,7 +65,11 @@ impl Node {
     }
 
     pub fn free(&self) -> u64 {
-        self.cap.saturating_sub(self.used)
+        if self.idle_only {
+            self.free_keep_alive()
+        } else {
+            self.cap.saturating_sub(self.used)
+        }
     }
 
     /// What placement sees as free: the node less its idle instances, as the daemon's
@@ -74,6 +81,10 @@ impl Node {
     /// Free memory plus what evicting every idle instance (but `own`, bytes of one that is
     /// about to be reused) would free.
     pub fn reachable(&self, own: u64) -> u64 {
+        if self.idle_only {
+            // Memory never stops a start: only idle instances are capped.
+            return u64::MAX;
+        }
         self.free() + self.idle_mem.saturating_sub(own)
     }
 }

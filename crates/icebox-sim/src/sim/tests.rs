@@ -22,8 +22,29 @@ fn class(base_mb: u64, inc_mb: u64, cold: u64, warm: u64) -> Resolved {
     }
 }
 
+#[test]
+fn an_idle_only_budget_never_holds_a_start_back_and_evicts_on_release() {
+    // One node of 100 MiB; two overlapping calls of two functions of 64 MiB each.
+    let classes = [class(64, 0, 500, 1_000), class(64, 0, 500, 1_000)];
+    let events = [ev(0, 0), ev(10, 1)];
+    let mut c = cfg(1, 100);
+    let machine = run(&c, &classes, &events);
+    // Capped as a machine: the second waits for the first to end (and then evicts it).
+    assert!(machine.queued + machine.rejected > 0, "{machine:?}");
+    c.budget_idle_only = true;
+    let budget = run(&c, &classes, &events);
+    // Capped as iceboxd's keep-alive budget: both run at once ...
+    assert_eq!(
+        (budget.queued, budget.rejected, budget.cold_starts),
+        (0, 0, 2)
+    );
+    // ... and once both are idle only one of them fits: the least recently used goes.
+    assert_eq!(budget.evictions, 1);
+}
+
 fn cfg(nodes: u32, node_mb: u64) -> SimConfig {
     SimConfig {
+        budget_idle_only: false,
         nodes,
         node_memory: node_mb * MIB,
         node_cores: 0,
