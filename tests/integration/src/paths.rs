@@ -61,3 +61,15 @@ pub fn java_proxy_jar() -> PathBuf {
         "mvn -B -q -f runtimes/java/pom.xml package",
     )
 }
+
+/// The real `openwhisk` npm client's directory (`make test` runs `npm ci` there), checked to be
+/// installed.
+pub fn openwhisk_client_dir() -> PathBuf {
+    let dir = workspace_root().join("tests/integration/openwhisk-client");
+    assert!(
+        dir.join("node_modules/openwhisk/package.json").is_file(),
+        "run `npm ci` in {} (`make test` does it)",
+        dir.display()
+    );
+    dir
+}

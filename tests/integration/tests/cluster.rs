@@ -8,7 +8,6 @@ use icebox_integration::{
     Haproxy, StateDir, AUTH,
 };
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -69,16 +68,6 @@ fn three_nodes(etcd: &Etcd) -> [Daemon; 3] {
     nodes
 }
 
-fn client_dir() -> PathBuf {
-    let dir = paths::workspace_root().join("tests/integration/openwhisk-client");
-    assert!(
-        dir.join("node_modules/openwhisk/package.json").is_file(),
-        "run `npm ci` in {} (`make test` does it)",
-        dir.display()
-    );
-    dir
-}
-
 fn hello_instances(d: &Daemon) -> usize {
     d.instances()
         .iter()
@@ -112,7 +101,7 @@ fn one_api_from_any_node_with_warm_aware_placement_behind_haproxy() {
     // Created on n1, invoked 50 times through haproxy (which spreads them round robin).
     let out = Command::new("node")
         .arg("cluster.js")
-        .current_dir(client_dir())
+        .current_dir(paths::openwhisk_client_dir())
         .env("CREATE_HOST", nodes[0].base_url())
         .env("INVOKE_HOST", front.url())
         .env("OW_AUTH", AUTH)

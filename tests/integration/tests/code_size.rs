@@ -10,23 +10,13 @@ use base64::Engine;
 use icebox_integration::{action_path, paths, Auth, Daemon, Reply, StateDir, AUTH};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use zip::write::SimpleFileOptions;
 
 const MIB: usize = 1 << 20;
 /// The default --max-code-size.
 const MAX_CODE: usize = 48 * MIB;
-
-fn client_dir() -> PathBuf {
-    let dir = paths::workspace_root().join("tests/integration/openwhisk-client");
-    assert!(
-        dir.join("node_modules/openwhisk/package.json").is_file(),
-        "run `npm ci` in {} (`make test` does it)",
-        dir.display()
-    );
-    dir
-}
 
 fn random_bytes(n: usize) -> Vec<u8> {
     let mut bytes = vec![0u8; n];
@@ -129,7 +119,7 @@ fn java_jar(path: &Path, bulk: usize, tag: &str) {
 fn run_client(d: &Daemon, vars: &[(&str, &str)]) -> Value {
     let mut cmd = Command::new("node");
     cmd.arg("large_code.js")
-        .current_dir(client_dir())
+        .current_dir(paths::openwhisk_client_dir())
         .env("OW_APIHOST", d.base_url())
         .env("OW_API_KEY", AUTH);
     for (k, v) in vars {

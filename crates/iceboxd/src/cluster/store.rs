@@ -104,20 +104,18 @@ pub async fn follow(
     }
 }
 
-async fn follow_once(
+/// Everything under `prefix` now, and the revision it was read at.
+pub async fn read_prefix(
     cluster: &Cluster,
     prefix: &str,
-    follower: &mut impl Follower,
-    stop: &mut watch::Receiver<bool>,
-) -> Result<(), String> {
+) -> Result<(Vec<Item>, i64), super::ClusterError> {
     let mut read = cluster
         .etcd(|s| async move {
             s.client()
                 .get(prefix, Some(GetOptions::new().with_prefix()))
                 .await
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     let revision = read.header().map_or(0, |h| h.revision());
     let items = read
         .take_kvs()
@@ -127,6 +125,18 @@ async fn follow_once(
             value: kv.value().to_vec(),
         })
         .collect();
+    Ok((items, revision))
+}
+
+async fn follow_once(
+    cluster: &Cluster,
+    prefix: &str,
+    follower: &mut impl Follower,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<(), String> {
+    let (items, revision) = read_prefix(cluster, prefix)
+        .await
+        .map_err(|e| e.to_string())?;
     follower.reset(items).await;
     let mut stream = cluster
         .etcd(|s| async move {

@@ -1,11 +1,10 @@
 //! Mirrors the cluster's actions, namespaces and keys into this node's registry, action cache
 //! and code store: all of it at start and after a lost watch, then each change as it comes.
 
-use crate::cluster::store::{follow, Change, Follower, Item, INLINE_CODE_MAX};
+use crate::cluster::store::{follow, read_prefix, Change, Follower, Item, INLINE_CODE_MAX};
 use crate::cluster::{read_action, Cluster, Keys, SharedAction};
 use crate::registry::{KeyRow, NamespaceRow};
 use crate::state::AppState;
-use etcd_client::GetOptions;
 use icebox_core::ActionSpec;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -335,25 +334,7 @@ async fn forget_namespace(state: &AppState, name: &str) -> Result<(), String> {
 /// Reads the shared state once and mirrors it (before the node serves).
 pub async fn resync(state: &AppState) -> anyhow::Result<()> {
     let cluster = state.cluster.clone().expect("cluster mode");
-    let prefix = cluster.keys().shared();
-    let mut read = cluster
-        .etcd(|s| {
-            let prefix = prefix.clone();
-            async move {
-                s.client()
-                    .get(prefix, Some(GetOptions::new().with_prefix()))
-                    .await
-            }
-        })
-        .await?;
-    let items = read
-        .take_kvs()
-        .into_iter()
-        .map(|kv| Item {
-            key: String::from_utf8_lossy(kv.key()).into_owned(),
-            value: kv.value().to_vec(),
-        })
-        .collect();
+    let (items, _) = read_prefix(&cluster, &cluster.keys().shared()).await?;
     Mirror(state.clone()).reset(items).await;
     Ok(())
 }

@@ -36,22 +36,7 @@ impl Registry {
             })?,
         };
         spec.updated = now_ms();
-        let json = encode(&spec)?;
-        tx.prepare_cached(
-            "INSERT INTO actions (namespace, name, kind, version, updated, spec)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (namespace, name) DO UPDATE SET
-                kind = excluded.kind, version = excluded.version,
-                updated = excluded.updated, spec = excluded.spec",
-        )?
-        .execute(params![
-            spec.namespace,
-            spec.name,
-            spec.exec.kind,
-            spec.version,
-            to_sql_int(spec.updated),
-            json
-        ])?;
+        upsert(&tx, &spec)?;
         tx.commit()?;
         Ok(spec)
     }
@@ -59,24 +44,7 @@ impl Registry {
     /// Stores an action exactly as given, version and `updated` included: a cluster node
     /// mirrors what another node wrote (the cluster's store decided the version).
     pub fn store_action(&self, spec: &ActionSpec) -> Result<(), RegistryError> {
-        let json = encode(spec)?;
-        self.conn()
-            .prepare_cached(
-                "INSERT INTO actions (namespace, name, kind, version, updated, spec)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (namespace, name) DO UPDATE SET
-                    kind = excluded.kind, version = excluded.version,
-                    updated = excluded.updated, spec = excluded.spec",
-            )?
-            .execute(params![
-                spec.namespace,
-                spec.name,
-                spec.exec.kind,
-                spec.version,
-                to_sql_int(spec.updated),
-                json
-            ])?;
-        Ok(())
+        upsert(&self.conn(), spec)
     }
 
     /// One action straight from SQLite (the daemon serves actions from its cache).
@@ -143,6 +111,25 @@ impl Registry {
             rows.map(|j| decode("action", &j?)).collect()
         })
     }
+}
+
+fn upsert(conn: &rusqlite::Connection, spec: &ActionSpec) -> Result<(), RegistryError> {
+    conn.prepare_cached(
+        "INSERT INTO actions (namespace, name, kind, version, updated, spec)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (namespace, name) DO UPDATE SET
+            kind = excluded.kind, version = excluded.version,
+            updated = excluded.updated, spec = excluded.spec",
+    )?
+    .execute(params![
+        spec.namespace,
+        spec.name,
+        spec.exec.kind,
+        spec.version,
+        to_sql_int(spec.updated),
+        encode(spec)?
+    ])?;
+    Ok(())
 }
 
 /// "a.b.c" -> "a.b.(c+1)"; None when the stored text is not three numbers.
