@@ -222,22 +222,43 @@ fn names_cgroup(line: &str, marker: &str) -> bool {
 /// tag, after a test already failed (or a daemon was killed and never restarted), so one
 /// failure does not leave frozen processes on the machine.
 pub fn force_remove_cgroups(tag: &str) {
-    for dir in cgroup_dirs(tag) {
-        remove_cgroup_tree(&dir);
+    let dirs = cgroup_dirs(tag);
+    // A frozen task cannot die, and under cgroup v1 the freezer is one hierarchy among
+    // several: every hierarchy is thawed before any is emptied (`cpu` sorts before `freezer`,
+    // and its cgroups were left behind when they were emptied first).
+    for dir in &dirs {
+        thaw_tree(dir);
+    }
+    for dir in &dirs {
+        remove_cgroup_tree(dir);
+    }
+}
+
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn thaw_tree(dir: &Path) {
+    // v1 freezer, v2 cgroup.freeze; whichever this directory has.
+    let _ = std::fs::write(dir.join("freezer.state"), "THAWED");
+    let _ = std::fs::write(dir.join("cgroup.freeze"), "0");
+    for sub in subdirs(dir) {
+        thaw_tree(&sub);
     }
 }
 
 fn remove_cgroup_tree(dir: &Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                remove_cgroup_tree(&entry.path());
-            }
-        }
+    for sub in subdirs(dir) {
+        remove_cgroup_tree(&sub);
     }
-    // A frozen task cannot die: thaw first (v1 freezer, v2 cgroup.freeze).
-    let _ = std::fs::write(dir.join("freezer.state"), "THAWED");
-    let _ = std::fs::write(dir.join("cgroup.freeze"), "0");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))

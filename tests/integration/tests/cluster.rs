@@ -15,6 +15,11 @@ use std::time::Duration;
 const LEASE: &str = "2s";
 
 fn node(etcd: &Etcd, id: &str, extra: &[&str]) -> Daemon {
+    node_on(etcd, id, &StateDir::new(), extra)
+}
+
+/// A node on a given state directory (a restart).
+fn node_on(etcd: &Etcd, id: &str, state: &StateDir, extra: &[&str]) -> Daemon {
     let url = etcd.url();
     let mut args = vec![
         "--cluster",
@@ -27,7 +32,7 @@ fn node(etcd: &Etcd, id: &str, extra: &[&str]) -> Daemon {
         "none",
     ];
     args.extend_from_slice(extra);
-    Daemon::start(&args)
+    Daemon::start_on(state, &args)
 }
 
 fn cluster_view(d: &Daemon) -> Value {
@@ -359,9 +364,11 @@ fn stopped_and_killed_nodes_leave_placement_and_nothing_runs_twice() {
     assert!(runs <= 1, "the lost invocation ran {runs} times");
 
     // A killed node: forwards to it fail to connect and go to the next node at once.
-    let victim = by_id(&warm_node(&n1, "echo").unwrap_or_else(|| "n3".into())).pid();
+    let victim_id = warm_node(&n1, "echo").unwrap_or_else(|| "n3".into());
+    let victim = by_id(&victim_id);
+    let (victim_pid, victim_state) = (victim.pid(), victim.state().clone());
     let [n1, n2, n3] = [n1, n2, n3].map(|d| {
-        if d.pid() == victim {
+        if d.pid() == victim_pid {
             d.kill9();
             None
         } else {
@@ -380,6 +387,16 @@ fn stopped_and_killed_nodes_leave_placement_and_nothing_runs_twice() {
         .collect();
     let live_ids: Vec<&str> = live_ids.iter().map(String::as_str).collect();
     wait_members(&alive[0], &live_ids);
+    // Restarted on its state directory after the crash: it removes the instances and cgroups
+    // the killed run left (its clean stop at the end checks nothing is left) and rejoins.
+    let back = node_on(&etcd, &victim_id, &victim_state, &[]);
+    assert!(
+        back.log_text().contains("left behind by an earlier run"),
+        "{}",
+        back.log_text()
+    );
+    wait_members(&alive[0], &["n1", "n2", "n3"]);
+    invoke_on(&back, "echo", "after-restart").expect(200);
 }
 
 #[test]
