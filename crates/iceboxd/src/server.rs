@@ -132,6 +132,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             connections.clone(),
         )));
     if let Some(cluster) = &cluster {
+        cluster.stats.register(&mut metrics.registry);
         metrics
             .registry
             .register_collector(Box::new(crate::cluster::ClusterCollector(cluster.clone())));

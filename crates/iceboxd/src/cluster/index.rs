@@ -34,10 +34,7 @@ impl Index {
 
 pub fn record(cluster: &Cluster, id: &str) {
     if cluster.index.sender.try_send(id.to_string()).is_err() {
-        cluster
-            .stats
-            .etcd_errors
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        cluster.stats.etcd_errors.inc();
     }
 }
 

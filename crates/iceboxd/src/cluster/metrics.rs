@@ -1,12 +1,10 @@
-//! `icebox_cluster_*` on /metrics: live nodes, where invocations were placed and why, what
-//! became of forwards, and etcd errors.
+//! `icebox_cluster_nodes` and `icebox_cluster_degraded` on /metrics, read from the cluster's
+//! view at scrape time (the counters are `ClusterStats`' families).
 
 use super::Cluster;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub struct ClusterCollector(pub Arc<Cluster>);
@@ -34,45 +32,6 @@ impl Collector for ClusterCollector {
             None,
             degraded.metric_type(),
         )?)?;
-        let errors = ConstCounter::new(cluster.stats.etcd_errors.load(Ordering::Relaxed));
-        errors.encode(encoder.encode_descriptor(
-            "cluster_etcd_errors",
-            "etcd calls that failed (and activation index entries dropped)",
-            None,
-            errors.metric_type(),
-        )?)?;
-        let families = [
-            (
-                "cluster_placements",
-                "Invocations placed, by reason (warm, home, overflow, round-robin)",
-                "reason",
-                &cluster.stats.placements,
-            ),
-            (
-                "cluster_forwards",
-                "Invocations forwarded to another node, by outcome (answered, unreachable, lost)",
-                "outcome",
-                &cluster.stats.forwards,
-            ),
-        ];
-        for (name, help, label, values) in families {
-            let snapshot: Vec<(&'static str, u64)> = {
-                let map = values.lock().unwrap();
-                let mut v: Vec<_> = map.iter().map(|(k, n)| (*k, *n)).collect();
-                v.sort_unstable();
-                v
-            };
-            let mut family = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                prometheus_client::metrics::MetricType::Counter,
-            )?;
-            for (value, count) in snapshot {
-                let labels = [(label, value)];
-                ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
-            }
-        }
         Ok(())
     }
 }

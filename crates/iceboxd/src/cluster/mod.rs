@@ -24,7 +24,10 @@ pub use replicate::{
     SharedAction,
 };
 
+use crate::metrics::{OutcomeLabel, ReasonLabel};
 use icebox_policy::{NodeView, PlacementPolicy, PlacementReason};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -108,26 +111,48 @@ impl Member {
     }
 }
 
-/// Counters for /metrics (`icebox_cluster_*`).
+/// Counters for /metrics (`icebox_cluster_*`), prometheus-client families like the node's own.
 #[derive(Default)]
 pub struct ClusterStats {
-    pub placements: Mutex<HashMap<&'static str, u64>>,
-    pub forwards: Mutex<HashMap<&'static str, u64>>,
-    pub etcd_errors: AtomicU64,
+    pub placements: Family<ReasonLabel, Counter>,
+    pub forwards: Family<OutcomeLabel, Counter>,
+    pub etcd_errors: Counter,
 }
 
 impl ClusterStats {
     pub fn placed(&self, reason: PlacementReason) {
-        *self
-            .placements
-            .lock()
-            .unwrap()
-            .entry(reason.as_str())
-            .or_default() += 1;
+        self.placements
+            .get_or_create(&ReasonLabel {
+                reason: reason.as_str().into(),
+            })
+            .inc();
     }
 
     pub fn forwarded(&self, outcome: &'static str) {
-        *self.forwards.lock().unwrap().entry(outcome).or_default() += 1;
+        self.forwards
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    /// Adds the counters to the node's metrics registry.
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register(
+            "cluster_placements",
+            "Invocations placed, by reason (warm, home, overflow, round-robin)",
+            self.placements.clone(),
+        );
+        registry.register(
+            "cluster_forwards",
+            "Invocations forwarded to another node, by outcome (answered, unreachable, lost, unknown-there)",
+            self.forwards.clone(),
+        );
+        registry.register(
+            "cluster_etcd_errors",
+            "etcd calls that failed (and activation index entries dropped)",
+            self.etcd_errors.clone(),
+        );
     }
 }
 
@@ -213,7 +238,7 @@ impl Cluster {
     }
 
     pub(crate) fn etcd_failed(&self, why: &str) {
-        self.stats.etcd_errors.fetch_add(1, Ordering::Relaxed);
+        self.stats.etcd_errors.inc();
         self.reachable.store(false, Ordering::Relaxed);
         *self.last_error.lock().unwrap() = Some(why.to_string());
     }
@@ -290,6 +315,7 @@ impl Cluster {
 
     pub fn view(&self) -> serde_json::Value {
         let members = self.members();
+        let reason = self.degraded();
         let warm = self.warm.read().unwrap();
         let mut warm_actions: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (fqn, nodes) in warm.iter() {
@@ -304,8 +330,8 @@ impl Cluster {
             "node": self.cfg.node_id,
             "prefix": self.cfg.prefix,
             "placement": self.cfg.placement,
-            "state": if self.degraded().is_some() { "degraded" } else { "ok" },
-            "reason": self.degraded(),
+            "state": if reason.is_some() { "degraded" } else { "ok" },
+            "reason": reason,
             "lease_ms": u64::try_from(self.cfg.lease.as_millis()).unwrap_or(u64::MAX),
             "nodes": members.iter().map(|m| {
                 let mut actions = warm_actions.get(m.id.as_str()).cloned().unwrap_or_default();
