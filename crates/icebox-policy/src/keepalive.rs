@@ -174,6 +174,12 @@ impl KeepAlivePolicy {
         out
     }
 
+    /// Whether a pool holding `total` bytes of charge must give up entries for the budget
+    /// ([`Self::evictions`] would name some); budget 0 means no keep-alive at all.
+    pub fn over_budget(&self, total: u64) -> bool {
+        self.cfg.budget_bytes == 0 || total > self.cfg.budget_bytes
+    }
+
     /// A new instance must start while `running` instances are busy (creating, initializing
     /// or running) and `pool` holds the idle/frozen ones. Evicts the fewest least recently
     /// used pool entries that bring the population below `max_instances`.

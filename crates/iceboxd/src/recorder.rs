@@ -30,6 +30,10 @@ const BATCH_BYTES: usize = 8 << 20;
 pub const MAX_UNWRITTEN: usize = 10_000;
 /// The same bound in bytes of record JSON (logs and results make records large).
 pub const MAX_UNWRITTEN_BYTES: usize = 256 << 20;
+/// How long the writer gathers records before a transaction (group commit): a run of
+/// activations costs one commit and one wake-up of the writer thread instead of one each.
+/// Records are readable from memory meanwhile; a 202 waiting on its id cuts it short.
+const GROUP_COMMIT: Duration = Duration::from_millis(5);
 const FIRST_RETRY: Duration = Duration::from_millis(100);
 const LAST_RETRY: Duration = Duration::from_secs(5);
 /// At shutdown, how long the writer keeps retrying records the registry refuses.
@@ -74,6 +78,11 @@ enum Entry {
 }
 
 impl Entry {
+    /// An answer is waiting on it: it is written without gathering others first.
+    fn is_urgent(&self) -> bool {
+        matches!(self, Entry::Accepted(..))
+    }
+
     fn bytes(&self) -> usize {
         match self {
             Entry::Record(row) => row.json.len(),
@@ -224,6 +233,7 @@ impl Recorder {
             // On failure the entry, and `done` with it, is dropped: the await below says so.
             let _ = tx.send(Entry::Accepted(Box::new(unfinished), Some(done)));
         }
+        self.wake_writer();
         async move {
             stored
                 .await
@@ -292,9 +302,17 @@ impl Recorder {
         }
     }
 
+    /// Ends the writer's gathering of a group commit now.
+    fn wake_writer(&self) {
+        if let Some(writer) = self.writer.lock().unwrap().as_ref() {
+            writer.thread().unpark();
+        }
+    }
+
     /// Write everything accepted so far and stop the writer (daemon shutdown).
     pub fn flush_and_stop(&self) {
         drop(self.tx.lock().unwrap().take());
+        self.wake_writer();
         if let Some(writer) = self.writer.lock().unwrap().take() {
             let _ = writer.join();
         }
@@ -391,7 +409,7 @@ fn write_loop(registry: &Registry, rx: Receiver<Entry>, shared: &Shared, mut bud
                 Err(()) => return,
             }
         }
-        backlog.extend(rx.try_iter());
+        gather(&rx, &mut backlog);
         let error = match write_all(registry, &mut backlog, shared) {
             Ok(()) => {
                 if shared.lock().failing.take().is_some() {
@@ -437,6 +455,21 @@ fn write_loop(registry: &Registry, rx: Receiver<Entry>, shared: &Shared, mut bud
             },
         }
         retry = (retry * 2).min(LAST_RETRY);
+    }
+}
+
+/// Takes in what arrives within [`GROUP_COMMIT`] of the first entry, parked meanwhile (a
+/// sender does not wake a parked thread: that is the point), until a batch is full or an
+/// urgent entry comes ([`Recorder::accept`] unparks the writer for it).
+fn gather(rx: &Receiver<Entry>, backlog: &mut Vec<Entry>) {
+    let until = Instant::now() + GROUP_COMMIT;
+    loop {
+        backlog.extend(rx.try_iter());
+        let now = Instant::now();
+        if now >= until || backlog.len() >= BATCH || backlog.iter().any(Entry::is_urgent) {
+            return;
+        }
+        std::thread::park_timeout(until - now);
     }
 }
 

@@ -565,3 +565,20 @@ fn an_entry_with_its_own_window_expires_by_it_and_zero_unloads_at_once() {
     assert_eq!(ids(&p.evictions(&pool, 6_000)), ["own", "unload"]);
     assert_eq!(ids(&p.evictions(&pool, 601_000)), ["own", "ttl", "unload"]);
 }
+
+#[test]
+fn over_budget_agrees_with_evictions() {
+    let p = policy(600_000, 50, 100, 8);
+    for total in [0u64, 99, 100, 101, 1_000] {
+        let pool = [entry("a", 0, total, false)];
+        assert_eq!(
+            p.over_budget(total),
+            !p.evictions(&pool, 1).is_empty(),
+            "total {total}"
+        );
+    }
+    // Budget 0 is the operator's switch for no keep-alive: everything is over it.
+    let none = policy(600_000, 50, 0, 8);
+    assert!(none.over_budget(0));
+    assert!(!none.evictions(&[entry("a", 0, 0, false)], 1).is_empty());
+}

@@ -7,6 +7,7 @@ use crate::metrics::{MemoryLabels, StateLabel};
 use icebox_core::{EventKind, InstanceState, MemoryStats};
 use icebox_policy::Millis;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -23,6 +24,7 @@ impl Pool {
             if *shutdown.borrow() {
                 return;
             }
+            self.manager_wakes_at.store(0, Ordering::SeqCst);
             let now = self.clock.now_ms();
             let (froze_any, deadline) = self.keep_alive_round(now).await;
             if froze_any {
@@ -44,6 +46,14 @@ impl Pool {
                 sleep_for =
                     sleep_for.min(Duration::from_millis(d.saturating_sub(self.clock.now_ms())));
             }
+            // A give-back that reads this before the store wakes the loop anyway (it read
+            // 0); one that reads it after compares with the real plan.
+            self.manager_wakes_at.store(
+                self.clock
+                    .now_ms()
+                    .saturating_add(u64::try_from(sleep_for.as_millis()).unwrap_or(u64::MAX)),
+                Ordering::SeqCst,
+            );
             tokio::select! {
                 _ = tokio::time::sleep(sleep_for) => {}
                 _ = self.manager_wake.notified() => {}

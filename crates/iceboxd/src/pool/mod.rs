@@ -46,6 +46,8 @@ mod tests_gate;
 #[cfg(test)]
 mod tests_hybrid;
 #[cfg(test)]
+mod tests_manager_wake;
+#[cfg(test)]
 mod tests_snapshots;
 
 pub use admission::Ticket;
@@ -64,6 +66,7 @@ use icebox_core::{ChargeMode, EventKind};
 use icebox_policy::{Clock, EvictionReason, KeepAlivePolicy};
 use instance::Slot;
 use slots::Slots;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -161,6 +164,9 @@ pub struct Pool {
     components: Components,
     /// Wakes the manager loop (an instance went idle, the pool changed).
     manager_wake: Notify,
+    /// When (pool clock) the manager loop next wakes by itself; 0 while it runs a round, so
+    /// every change then wakes it again.
+    manager_wakes_at: AtomicU64,
     events: Arc<EventBus>,
     metrics: Arc<Metrics>,
 }
@@ -264,6 +270,7 @@ impl Pool {
             components,
             cfg,
             manager_wake: Notify::new(),
+            manager_wakes_at: AtomicU64::new(0),
             events,
             metrics,
         })
@@ -317,7 +324,15 @@ impl Pool {
                 self.events
                     .emit(id, &instance.fqn, EventKind::Idle, None, None);
             }
-            self.manager_wake.notify_one();
+            // Waking the manager for nothing costs a task switch (often a thread's) per
+            // activation; it wakes by itself at its planned time.
+            let planned = self.manager_wakes_at.load(Ordering::SeqCst);
+            if self
+                .slots
+                .due_before(id, &self.policy, self.clock.now_ms(), planned)
+            {
+                self.manager_wake.notify_one();
+            }
             self.queue.wake_all();
         }
         evict

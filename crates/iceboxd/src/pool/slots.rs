@@ -321,6 +321,47 @@ impl Slots {
         }
     }
 
+    /// Whether the keep-alive round must run before `planned` (the manager loop's next
+    /// wake-up) now that `id` was given back: it has something due sooner, or the pool it
+    /// joined is over the budget. An instance still busy changes nothing the round sees.
+    pub fn due_before(
+        &self,
+        id: &str,
+        policy: &KeepAlivePolicy,
+        now: Millis,
+        planned: Millis,
+    ) -> bool {
+        if planned <= now {
+            return true;
+        }
+        let t = self.table.lock().unwrap();
+        let Some(slot) = t.slots.get(id).filter(|s| s.state.is_kept_alive()) else {
+            return false;
+        };
+        let entry = PoolEntry {
+            id: String::new(),
+            action: String::new(),
+            idle_since: slot.idle_since,
+            charged: self.charge_of(slot),
+            frozen: slot.state == InstanceState::Frozen,
+            keep_alive_ms: slot.keep_alive_ms,
+        };
+        // None: already due (a keep-alive of 0).
+        if policy
+            .next_deadline(std::slice::from_ref(&entry), now)
+            .is_none_or(|at| at < planned)
+        {
+            return true;
+        }
+        let total: u64 = t
+            .slots
+            .values()
+            .filter(|s| s.state.is_kept_alive())
+            .map(|s| self.charge_of(s))
+            .sum();
+        policy.over_budget(total)
+    }
+
     pub fn remove(&self, id: &str) -> Option<Slot> {
         self.table.lock().unwrap().slots.remove(id)
     }
