@@ -58,6 +58,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
 
+def threads_by_name(pid: int) -> dict[str, tuple[float, int]]:
+    """CPU seconds and voluntary context switches (the times a thread waited for something)
+    of a process's threads so far, summed per thread name (tokio-rt-worker, ...)."""
+    out: dict[str, tuple[float, int]] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            with open(f"{base}/comm") as f:
+                name = f.read().strip()
+            with open(f"{base}/stat") as f:
+                fields = stat_fields(f.read())
+            with open(f"{base}/status") as f:
+                switches = next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches:"))
+        except (FileNotFoundError, ProcessLookupError, StopIteration):
+            continue  # a thread that ended meanwhile
+        cpu, waits = out.get(name, (0.0, 0))
+        out[name] = (cpu + (int(fields[11]) + int(fields[12])) / _CLK_TCK, waits + switches)
+    return out
+
+
 def start_time(pid: int) -> int | None:
     """Start time in clock ticks since boot, or None if the process is gone."""
     fields = _stat(pid)

@@ -113,13 +113,15 @@ def _warm_part(section: Section) -> dict[str, dict[str, Summary]]:
             time_calls(t, WARMUP)
         before = {d.label: d.metrics() for d in (tcp, unix)}
         cpu_before = {d.label: procfs.cpu_seconds(d.pid) for d in (tcp, unix)}
+        threads_before = {d.label: procfs.threads_by_name(d.pid) for d in (tcp, unix)}
         interleaved(all_targets, N, BLOCK)
         for d in (tcp, unix):
             cpu = procfs.cpu_seconds(d.pid) - cpu_before[d.label]
             calls = N * len(by_lang)
             section.notes.append(
                 f"{d.label}: the daemon used {cpu / calls * 1000:.3f} ms of CPU per call "
-                f"({cpu:.2f} s for {calls} calls, from /proc/PID/stat; 10 ms tick resolution)."
+                f"({cpu:.2f} s for {calls} calls, from /proc/PID/stat; 10 ms tick resolution); "
+                f"by thread: {_threads_note(threads_before[d.label], procfs.threads_by_name(d.pid), calls)}."
             )
             section.notes.append(_purity_note(d, before[d.label], d.metrics()))
             section.notes.append(d.isolation_note())
@@ -129,6 +131,18 @@ def _warm_part(section: Section) -> dict[str, dict[str, Summary]]:
     for d in (tcp, unix):
         section.notes.append(d.stop_note())
     return {lang: {k: Summary.of_seconds(t.samples) for k, t in targets.items()} for lang, targets in by_lang.items()}
+
+
+def _threads_note(before: dict[str, tuple[float, int]], after: dict[str, tuple[float, int]], calls: int) -> str:
+    """Where the daemon's CPU per call went, and how often each kind of thread waited (each
+    wait is a sleep and a wake-up: on these virtual CPUs a wake-up costs tens of microseconds)."""
+    parts = []
+    for name, (cpu, waits) in sorted(after.items()):
+        cpu0, waits0 = before.get(name, (0.0, 0))
+        if cpu - cpu0 <= 0 and waits - waits0 <= 0:
+            continue
+        parts.append(f"{name} {(cpu - cpu0) / calls * 1000:.3f} ms and {(waits - waits0) / calls:.2f} waits per call")
+    return "; ".join(parts) or "no thread ran"
 
 
 def _counter_delta(before, after, name: str, **labels: str) -> float:
