@@ -176,7 +176,7 @@ def test_summary_maths():
             "pool": {"memory_bytes": 64 * MIB},
             "swaps": {"zram": 10 * MIB, "file": 0},
         },
-        # 10-30 s: three warm (one running), no pool RAM; 30 MiB in the swap file.
+        # 10-30 s: two warm and one busy, no pool RAM; 30 MiB in the swap file.
         {
             "t_s": 10.0,
             "instances": [
@@ -193,16 +193,17 @@ def test_summary_maths():
         + [{"status": "rejected", "latency_ms": 1.0}]
     )
     got = metrics.summarize(samples, records, acts, 2 * GIB, horizon_s=30.0)
-    # Held: 2 for 10 s, 3 for 20 s -> 8/3; per GiB of the 2 GiB budget: 4/3.
-    assert got["warm_instances_mean"] == pytest.approx(8 / 3, abs=1e-3)
-    assert got["warm_instances_peak"] == 3
-    assert got["instances_per_gib"] == pytest.approx(4 / 3, abs=1e-3)
+    # Held (idle or frozen): 2 throughout; per GiB of the 2 GiB budget: 1. Busy: 1 for 20 of 30 s.
+    assert got["warm_instances_mean"] == pytest.approx(2, abs=1e-3)
+    assert got["warm_instances_peak"] == 2
+    assert got["instances_per_gib"] == pytest.approx(1, abs=1e-3)
+    assert got["busy_instances_mean"] == pytest.approx(2 / 3, abs=1e-3)
     # Local: (100+50+10+5+20+64) = 249 MiB for 10 s, 240 MiB for 20 s.
     mean_local = (249 * 10 + 240 * 20) / 30
     assert got["local_memory_mib"] == pytest.approx(mean_local, abs=1e-3)
     assert got["local_memory_peak_mib"] == 249
     assert got["memory_time_gib_s"] == pytest.approx((249 * 10 + 240 * 20) / 1024, abs=1e-3)
-    assert got["instances_per_local_gib"] == pytest.approx((8 / 3) / (mean_local / 1024), abs=1e-2)
+    assert got["instances_per_local_gib"] == pytest.approx(2 / (mean_local / 1024), abs=1e-2)
     assert got["cold_starts"] == 2 and got["answered"] == 10 and got["cold_start_fraction"] == 0.2
     assert got["statuses"] == {"success": 10, "rejected": 1}
     ok = sorted([100.0, 200.0, *map(float, range(1, 9))])
@@ -282,3 +283,19 @@ def test_plot_states_cover_every_instance_state():
     states = ["prewarmed", "creating", "initializing", "running", "idle", "frozen"]
     assert {metrics.plot_state(s) for s in states} == set(metrics.PLOT_STATES)
     assert Counter(metrics.plot_state(s) for s in states)["starting"] == 2
+
+
+def test_cpu_weight_of_the_daemons_cgroup(tmp_path):
+    v1 = tmp_path / "cpu" / "icebox-0000abcd"
+    v1.mkdir(parents=True)
+    (v1 / "cpu.shares").write_text("1024\n")
+    v2 = tmp_path / "icebox-0000abcd"
+    v2.mkdir()
+    (v2 / "cpu.weight").write_text("100\n")
+    done = host.raise_cpu_weight("0000abcd", 16, root=tmp_path)
+    assert sorted(done) == sorted([str(v1 / "cpu.shares"), str(v2 / "cpu.weight")])
+    assert (v1 / "cpu.shares").read_text() == "16384" and (v2 / "cpu.weight").read_text() == "1600"
+    # Capped at each version's maximum; another daemon's cgroup is untouched.
+    host.raise_cpu_weight("0000abcd", 1000, root=tmp_path)
+    assert (v1 / "cpu.shares").read_text() == "262144" and (v2 / "cpu.weight").read_text() == "10000"
+    assert host.raise_cpu_weight("ffffffff", 16, root=tmp_path) == []

@@ -49,3 +49,35 @@ def cpu_times(stat_text: str) -> tuple[int, int]:
 def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float | None:
     total = after[1] - before[1]
     return None if total <= 0 else round((after[0] - before[0]) / total, 4)
+
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def cpu_weight_files(tag: str, root: Path = CGROUP_ROOT) -> list[tuple[Path, int]]:
+    """The daemon's top cgroup's CPU weight file and its scale: cgroup v1 `cpu.shares` (1024 a
+    nice-0 task) or v2 `cpu.weight` (100 a nice-0 task), whichever exists."""
+    out = []
+    v1 = root / "cpu" / f"icebox-{tag}" / "cpu.shares"
+    v2 = root / f"icebox-{tag}" / "cpu.weight"
+    if v1.exists():
+        out.append((v1, 1024))
+    if v2.exists():
+        out.append((v2, 100))
+    return out
+
+
+def raise_cpu_weight(tag: str, tasks: int, root: Path = CGROUP_ROOT) -> list[str]:
+    """Give the daemon's instances together the CPU weight of `tasks` nice-0 tasks (the files
+    set). All instances sit in the daemon's one top cgroup, which otherwise weighs as much as a
+    single task of the machine's other work."""
+    done = []
+    for path, unit in cpu_weight_files(tag, root):
+        value = min(tasks * unit, 262144 if unit == 1024 else 10000)
+        try:
+            if path.read_text().strip() != str(value):
+                path.write_text(str(value))
+            done.append(str(path))
+        except OSError:
+            continue
+    return done

@@ -2,10 +2,12 @@
 records of one mode's replay.
 
 Definitions (docs/headline.md says the same):
-- *warm instances held* at a sample: the instances of the replayed actions that have finished
-  /init and are alive (state running, idle or frozen; offloaded or semi-warm instances are
-  idle or frozen too): a request to one that is not busy is a warm start. Stem cells
-  (`prewarmed`, bound to no action) and instances still starting are not counted.
+- *warm instances held* at a sample: the instances of the replayed actions kept warm between
+  requests: state idle or frozen (offloaded and semi-warm instances are idle or frozen too), so
+  a request to one is a warm start. Busy instances (`running`: demand, not what the keep-alive
+  pool holds; under a slow node they pile up in every mode alike) are counted apart
+  (`busy_instances_mean`); stem cells (`prewarmed`, bound to no action) and instances still
+  starting are not counted.
 - *local memory* at a sample: what stays in this node's RAM for instances: the USS of every
   instance the daemon holds (stem cells and busy ones included) plus the RAM the offload pool
   takes (zram's mem_used_total and zswap's pool in front of the swap file:
@@ -25,7 +27,7 @@ from __future__ import annotations
 from ..stats import percentiles, step_integral
 from ..units import GIB, MIB
 
-WARM_STATES = ("running", "idle", "frozen")
+WARM_STATES = ("idle", "frozen")
 # The states of the memory plot's stack, bottom to top (creating/initializing are "starting").
 PLOT_STATES = ("running", "starting", "idle", "frozen", "prewarmed")
 
@@ -39,6 +41,14 @@ def held(sample: dict, actions: set[str]) -> int:
         1
         for row in sample.get("instances") or []
         if row.get("state") in WARM_STATES and (row.get("action") or "").rsplit("/", 1)[-1] in actions
+    )
+
+
+def busy(sample: dict, actions: set[str]) -> int:
+    return sum(
+        1
+        for row in sample.get("instances") or []
+        if row.get("state") == "running" and (row.get("action") or "").rsplit("/", 1)[-1] in actions
     )
 
 
@@ -122,6 +132,7 @@ def summarize(samples: list[dict], records: list[dict], actions: set[str], budge
         "cold_start_fraction": _r(cold / len(answered), 4) if answered else None,
         "warm_instances_mean": _r(mean_held),
         "warm_instances_peak": _peak(samples, lambda s: held(s, actions)),
+        "busy_instances_mean": _r(time_mean(samples, lambda s: busy(s, actions), horizon_s)),
         "instances_per_gib": _r(mean_held / budget_gib) if mean_held is not None and budget_gib else None,
         "instances_per_local_gib": _r(mean_held / (mean_local / GIB)) if mean_held and mean_local else None,
         "local_memory_mib": _r(mean_local / MIB) if mean_local is not None else None,

@@ -124,7 +124,7 @@ def table(summary: dict) -> str:
                 fmt(m["p95_ms"], 0),
                 fmt(m["p99_ms"], 0),
                 fmt(m["local_memory_mib"], 0),
-                fmt(m["memory_time_gib_s"], 0),
+                fmt(m["memory_time_gib_s"], 1),
                 fmt(m["daemon_cpu_s"], 1),
                 f"{fmt(off['zram']['peak_mib'], 0)} / {fmt(off['file']['peak_mib'], 0)}",
             ]

@@ -37,6 +37,8 @@ class Replay:
     drain_timeout_s: float = 60.0
     period_s: float = 1.0
     nice: int = 0
+    # The CPU weight of the daemon's instances, in nice-0 tasks (0: the cgroup's default).
+    cpu_tasks: int = 0
 
 
 class NicedDaemon(Daemon):
@@ -58,9 +60,20 @@ class HostStateChanged(RuntimeError):
 
 
 async def _sampler(
-    client, t0: float, out: JsonlWriter, samples: list, swap_file: str | None, stop: asyncio.Event, period_s: float
+    client,
+    tag: str,
+    cpu_tasks: int,
+    t0: float,
+    out: JsonlWriter,
+    samples: list,
+    swap_file: str | None,
+    stop: asyncio.Event,
+    period_s: float,
 ) -> None:
     while not stop.is_set():
+        if cpu_tasks:
+            # The daemon creates its cgroup with its first instance: set it as soon as it is there.
+            host.raise_cpu_weight(tag, cpu_tasks)
         try:
             instances, memory = await asyncio.gather(client.instances(), client.memory())
             now = time.time()
@@ -134,7 +147,19 @@ async def run_mode(mode: Mode, replay: Replay, out_dir: Path, *, log=print) -> d
             stop = asyncio.Event()
             cpu0, busy0 = procfs.cpu_seconds(daemon.pid), host.cpu_times(host.read("/proc/stat"))
             result["loadavg_1m_start"] = os.getloadavg()[0]
-            task = asyncio.create_task(_sampler(client, t0, memory_out, samples, swap_file, stop, replay.period_s))
+            task = asyncio.create_task(
+                _sampler(
+                    client,
+                    daemon.state_tag,
+                    replay.cpu_tasks,
+                    t0,
+                    memory_out,
+                    samples,
+                    swap_file,
+                    stop,
+                    replay.period_s,
+                )
+            )
             log(
                 f"{mode.name}: replaying {len(sched.items)} invocations of {len(set(w.actions.values()))} "
                 f"actions over {sched.length_s():.0f} s"
@@ -153,6 +178,9 @@ async def run_mode(mode: Mode, replay: Replay, out_dir: Path, *, log=print) -> d
             result["busy_share"] = host.busy_share(busy0, host.cpu_times(host.read("/proc/stat")))
             # The machine is shared: its load during the replay, other work included.
             result["loadavg_1m_end"] = os.getloadavg()[0]
+            result["cpu_weight_files"] = (
+                host.raise_cpu_weight(daemon.state_tag, replay.cpu_tasks) if replay.cpu_tasks else []
+            )
             memory = await client.memory()
             result["pool"] = memory.get("pool")
             device = (memory.get("pool") or {}).get("device")

@@ -89,7 +89,16 @@ class Headline(Recipe):
         if nice < 0:
             # The driver too: its schedule lag must not grow behind other work on the machine.
             os.setpriority(os.PRIO_PROCESS, 0, nice)
-        replay = Replay(w, by_name, str(s["input"]), float(s["tail_s"]), str(s["zram"]), str(s["swapfile"]), nice=nice)
+        replay = Replay(
+            w,
+            by_name,
+            str(s["input"]),
+            float(s["tail_s"]),
+            str(s["zram"]),
+            str(s["swapfile"]),
+            nice=nice,
+            cpu_tasks=int(s["cpu_tasks"]),
+        )
         actions = {a for a, _ in w.actions.values()}
         budget = parse_bytes(str(s["pool_memory"]))
         results: dict[str, dict] = {}
@@ -111,6 +120,7 @@ class Headline(Recipe):
                 lag_ms=r["lag_ms"],
                 aborted=r["aborted"],
                 pool=r["pool"],
+                cpu_weight_files=r["cpu_weight_files"],
                 daemon_args=m.args,
             )
             results[name] = got
@@ -144,6 +154,7 @@ class Headline(Recipe):
             "pool_memory": str(s["pool_memory"]),
             "max_instances": int(s["max_instances"]),
             "nice": nice,
+            "cpu_tasks": int(s["cpu_tasks"]),
             "keep_alive_ms": scaled.keep_alive_ms,
             "hybrid_bin_ms": scaled.hybrid_bin_ms,
             "semiwarm_start_ms": scaled.semiwarm_start_ms,
