@@ -250,6 +250,10 @@ def test_verdicts_are_ratios_of_the_same_run():
     assert verdict(metrics.verdicts(runs), "faasmem (disk tier) local memory cut vs icebox-core")["met"] is False
     # Without auto nothing about it is claimed.
     assert all(g["met"] is None for g in metrics.verdicts({"openwhisk": runs["openwhisk"]}))
+    # icebox-default's ratios are reported beside the goals, marked as a reference.
+    ref = [g for g in goals if g["goal"].startswith("(reference, not a goal)")]
+    assert [g["value"] for g in ref] == [2.0, 1.8, 0.5]
+    assert [g["met"] for g in ref] == [False, False, True]
 
 
 SWAPS = """Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority
@@ -299,3 +303,24 @@ def test_cpu_weight_of_the_daemons_cgroup(tmp_path):
     host.raise_cpu_weight("0000abcd", 1000, root=tmp_path)
     assert (v1 / "cpu.shares").read_text() == "262144" and (v2 / "cpu.weight").read_text() == "10000"
     assert host.raise_cpu_weight("ffffffff", 16, root=tmp_path) == []
+
+
+def test_quick_takes_its_defaults_and_the_command_line_still_wins():
+    from icebox_bench.commands.run_cmd import recipe_parser
+    from icebox_bench.recipes import get
+
+    recipe = get("headline")
+    config = recipe.load_config()
+    d = config["defaults"]
+
+    def settings(*argv):
+        return recipe.settings(recipe_parser(recipe).parse_args(["--out", "x", *argv]), config)
+
+    full = settings()
+    assert (full["replay_s"], full["max_functions"]) == (d["replay_s"], d["max_functions"])
+    quick = settings("--quick")
+    assert {k: quick[k] for k in ("replay_s", "max_rate", "max_functions", "max_per_function", "tail_s")} == {
+        k: d[f"quick_{k}"] for k in ("replay_s", "max_rate", "max_functions", "max_per_function", "tail_s")
+    }
+    both = settings("--quick", "--replay-s", "30")
+    assert both["replay_s"] == 30 and both["max_functions"] == d["quick_max_functions"]

@@ -178,9 +178,11 @@ async def run_mode(mode: Mode, replay: Replay, out_dir: Path, *, log=print) -> d
             result["busy_share"] = host.busy_share(busy0, host.cpu_times(host.read("/proc/stat")))
             # The machine is shared: its load during the replay, other work included.
             result["loadavg_1m_end"] = os.getloadavg()[0]
-            result["cpu_weight_files"] = (
-                host.raise_cpu_weight(daemon.state_tag, replay.cpu_tasks) if replay.cpu_tasks else []
-            )
+            # The files' names only (cpu.shares: cgroup v1, cpu.weight: v2): the paths are this machine's.
+            result["cpu_weight_files"] = [
+                Path(f).name
+                for f in (host.raise_cpu_weight(daemon.state_tag, replay.cpu_tasks) if replay.cpu_tasks else [])
+            ]
             memory = await client.memory()
             result["pool"] = memory.get("pool")
             device = (memory.get("pool") or {}).get("device")

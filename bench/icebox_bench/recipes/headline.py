@@ -19,6 +19,8 @@ from . import register
 from .base import Recipe, RecipeContext
 from .sim_validate import trace_window
 
+QUICK_KEYS = ("replay_s", "max_rate", "max_functions", "max_per_function", "tail_s")
+
 
 @register
 class Headline(Recipe):
@@ -43,11 +45,20 @@ class Headline(Recipe):
         parser.add_argument("--trace", default=None, help="trace (default azure2019-sample500)")
         parser.add_argument("--seed", type=int, default=None)
 
+    def settings(self, args: argparse.Namespace, config: dict) -> dict:
+        """--quick takes the `quick_*` defaults; options given on the command line still win."""
+        settings = dict(config.get("defaults", {}))
+        if getattr(args, "quick", None):
+            for key in QUICK_KEYS:
+                settings[key] = settings[f"quick_{key}"]
+        for key in self.option_names():
+            value = getattr(args, key, None)
+            if value is not None:
+                settings[key] = value
+        return settings
+
     async def run(self, ctx: RecipeContext) -> dict:
-        s = dict(ctx.settings)
-        if s.get("quick"):
-            for key in ("replay_s", "max_rate", "max_functions", "max_per_function", "tail_s"):
-                s[key] = s[f"quick_{key}"]
+        s = ctx.settings
         specs = manifest.select(str(s["functions"]), manifest.load_all(ctx.functions_dir))
         workload.check_functions(specs, int(s["min_functions"]))
         by_name = {x.name: x for x in specs}
