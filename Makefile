@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 
-.PHONY: setup build run test lint test-rust test-runtimes test-functions test-bench bench bench-frozen-garbage soak clean
+.PHONY: setup build run test lint test-rust test-runtimes test-functions test-bench bench bench-frozen-garbage bench-headline soak clean
 
 setup:
 	@scripts/setup.sh
@@ -45,6 +45,11 @@ soak: build
 
 bench-frozen-garbage: build
 	.venv/bin/icebox-bench run frozen-garbage --out runs/frozen-garbage
+
+# The headline run (docs/headline.md): ~30 minutes; HEADLINE_ARGS=--quick for the <= 5-minute check.
+HEADLINE_ARGS ?=
+bench-headline: build
+	.venv/bin/icebox-bench run headline --out runs/headline-$$(date +%Y%m%d-%H%M%S) $(HEADLINE_ARGS)
 
 clean:
 	$(CARGO) clean

@@ -29,3 +29,15 @@ def parse_window(text: str) -> tuple[float | None, float | None]:
     if lo is not None and hi is not None and hi <= lo:
         raise ValueError(f"invalid window {text!r}: the end is not after the start")
     return lo, hi
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(B|KiB|MiB|GiB|TiB)?\s*$")
+_SIZE_FACTOR = {None: 1, "B": 1, "KiB": 1024, "MiB": MIB, "GiB": GIB, "TiB": 1024 * GIB}
+
+
+def parse_bytes(text: str) -> int:
+    """'2GiB', '512MiB', '4096' -> bytes (binary units, as iceboxd's sizes)."""
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ValueError(f"invalid size {text!r} (examples: 2GiB, 512MiB, 4096)")
+    return int(float(match.group(1)) * _SIZE_FACTOR[match.group(2)])
