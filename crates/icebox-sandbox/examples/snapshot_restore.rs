@@ -15,7 +15,6 @@ use icebox_sandbox::{InstanceSpec, RestoreMode, Runtimes, Sandbox, SandboxBacken
 use icebox_snap::criu::Criu;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -97,8 +96,7 @@ fn spec(runtimes: &Runtimes, id: &str, kind: &str) -> InstanceSpec {
 fn drop_cache(dir: &Path) {
     for entry in walk(dir) {
         if let Ok(file) = std::fs::File::open(&entry) {
-            // SAFETY: advice on a file we opened.
-            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed);
         }
     }
 }

@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use icebox_sandbox_api::{ExitCause, SandboxBackend, SENTINEL};
+use rustix::process::{kill_process, Pid, Signal};
 use std::time::Duration;
 
 const PY_HELLO: &str = "def main(args):\n    print('hello from the guest')\n    return {'greeting': 'hi ' + args.get('name', '?')}\n";
@@ -175,8 +176,9 @@ async fn killing_qemu_ends_the_instance_and_destroy_leaves_nothing() {
         .unwrap();
     let dir = vm.vm().paths.dir.clone();
     let pid = sandbox.pids()[0];
-    // SAFETY: the test's own QEMU child.
-    unsafe { libc::kill(pid.cast_signed(), libc::SIGKILL) };
+    // The test's own QEMU child.
+    let qemu = Pid::from_raw(pid.cast_signed()).expect("QEMU's pid");
+    kill_process(qemu, Signal::KILL).expect("SIGKILL to QEMU");
     tokio::time::timeout(Duration::from_secs(30), sandbox.exited())
         .await
         .expect("the instance ends");
