@@ -21,6 +21,7 @@ pub fn measure_pids(pids: &[u32]) -> MemoryStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::MIB_USIZE;
     use rustix::process::{kill_process, waitpid, Pid, Signal, WaitOptions};
     use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
     use std::process::{Command, Stdio};
@@ -79,7 +80,7 @@ mod tests {
         from_child: OwnedFd,
     }
 
-    const TOUCH_BYTES: usize = 64 << 20;
+    const TOUCH_BYTES: usize = 64 * MIB_USIZE;
 
     impl Toucher {
         fn fork() -> Toucher {

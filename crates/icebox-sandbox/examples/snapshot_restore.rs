@@ -10,6 +10,7 @@
 //! run to functions whose name contains it.
 
 use base64::Engine;
+use icebox_core::units::MIB;
 use icebox_sandbox::process::{IsolationMode, ProcessBackend};
 use icebox_sandbox::{InstanceSpec, RestoreMode, Runtimes, Sandbox, SandboxBackend};
 use icebox_snap::criu::Criu;
@@ -83,9 +84,9 @@ fn spec(runtimes: &Runtimes, id: &str, kind: &str) -> InstanceSpec {
         id: id.into(),
         action: "bench/snap".into(),
         runtime: runtimes.resolve(kind).unwrap().clone(),
-        memory_limit_bytes: 256 << 20,
+        memory_limit_bytes: 256 * MIB,
         pids_max: 256,
-        tmp_bytes: 16 << 20,
+        tmp_bytes: 16 * MIB,
         concurrency: 1,
         network: false,
         env: Vec::new(),

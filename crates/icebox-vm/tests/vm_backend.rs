@@ -3,6 +3,7 @@
 mod common;
 
 use common::*;
+use icebox_core::units::MIB;
 use icebox_sandbox_api::{ExitCause, SandboxBackend, SENTINEL};
 use rustix::process::{kill_process, Pid, Signal};
 use std::time::Duration;
@@ -42,7 +43,7 @@ async fn python_runs_through_the_host_socket_and_its_output_reaches_the_log_coll
     let (guest, mine) = vm.guest_stats().await.unwrap();
     let mine = mine.expect("the instance's stats");
     assert!(mine.memory_current > 0 && !mine.pids.is_empty(), "{mine:?}");
-    assert!(guest.meminfo["MemTotal"] > 256 << 20);
+    assert!(guest.meminfo["MemTotal"] > 256 * MIB);
 
     let dir = vm.vm().paths.dir.clone();
     sandbox.destroy().await;

@@ -3,6 +3,7 @@
 //! `openwhisk` npm client and over HTTP; then the faults: nodes stopped and killed, etcd
 //! members killed down to a lost quorum, concurrent updates, and nodes that do not belong.
 
+use icebox_core::units::MIB_USIZE;
 use icebox_integration::{
     action_path, paths, refused_start, refused_start_with_auth, wait_for, Auth, Daemon, Etcd,
     Haproxy, StateDir, AUTH,
@@ -240,7 +241,7 @@ fn one_api_from_any_node_with_warm_aware_placement_behind_haproxy() {
 
 fn big_zip() -> Vec<u8> {
     use std::io::{Read, Write};
-    let mut random = vec![0u8; 2 << 20];
+    let mut random = vec![0u8; 2 * MIB_USIZE];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut random))
         .unwrap();

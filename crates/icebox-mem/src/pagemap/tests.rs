@@ -5,15 +5,14 @@ use super::*;
 use crate::pageout;
 use crate::testchild::TestChild;
 use crate::testswap::{without_swap, TestSwap};
+use icebox_core::units::MIB;
 use rustix::process::{kill_process, Pid, Signal};
 use std::time::{Duration, Instant};
 
-use icebox_core::units::MIB;
-
 #[test]
 fn spans_bridge_small_gaps_only() {
-    let set = PageSet::from_ranges([(0, 4096), (8192, 12288), (10 << 20, 11 << 20)]);
-    assert_eq!(spans(&set, 2 << 20), vec![(0, 12288), (10 << 20, 11 << 20)]);
+    let set = PageSet::from_ranges([(0, 4096), (8192, 12288), (10 * MIB, 11 * MIB)]);
+    assert_eq!(spans(&set, 2 * MIB), vec![(0, 12288), (10 * MIB, 11 * MIB)]);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::{file_mappings, mapped_files, pageout_candidates, smaps_rollup, FileMapping};
+use icebox_core::units::{MIB, MIB_USIZE};
 use rustix::process::{kill_process, waitpid, Pid, Signal, WaitOptions};
 use std::collections::HashSet;
 use std::ffi::CString;
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 const PAGE: usize = 4096;
-const FILE_BYTES: usize = 16 << 20;
+const FILE_BYTES: usize = 16 * MIB_USIZE;
 
 /// A 16 MiB file whose page `i` is filled with `fill(i)`, removed on drop. Written and synced
 /// so its page-cache pages are clean: the kernel does not drop dirty file pages on a page-out.
@@ -412,7 +413,7 @@ struct NodeMeasurement {
 
 impl NodeMeasurement {
     fn print(&self, what: &str) {
-        let mb = |b: u64| b as f64 / f64::from(1 << 20);
+        let mb = |b: u64| b as f64 / MIB as f64;
         eprintln!(
             "{what}: USS {:.1} → {:.1} MB; private clean file pages {:.1} → {:.1} MB; {:?}",
             mb(self.uss_before),
@@ -506,7 +507,7 @@ fn node_with_its_own_binary_drops_most_of_its_file_pages() {
 
     let m = measure_node(&copy).unwrap();
     m.print("node (own binary)");
-    assert!(m.clean_before >= 16 << 20, "few private file pages: {m:?}");
+    assert!(m.clean_before >= 16 * MIB, "few private file pages: {m:?}");
     assert!(m.clean_after <= m.clean_before / 4, "{m:?}");
     let freed = m.clean_before - m.clean_after;
     assert!(

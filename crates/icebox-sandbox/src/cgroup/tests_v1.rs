@@ -2,11 +2,10 @@
 
 use super::test_support::*;
 use super::*;
+use icebox_core::units::{MIB, MIB_USIZE};
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::process::ExitStatusExt;
-
-use icebox_core::units::MIB;
 
 fn read(dir: &Path, file: &str) -> String {
     fs::read_to_string(dir.join(file))
@@ -145,7 +144,7 @@ fn memory_limit_oom_kills_and_is_counted() {
         )
         .unwrap();
     assert_eq!(cg.oom_kills(), 0);
-    let pid = fork_into(&cg.procs_files(), || allocate_and_touch(200 << 20));
+    let pid = fork_into(&cg.procs_files(), || allocate_and_touch(200 * MIB_USIZE));
     let status = wait_status(pid);
     assert!(
         libc::WIFSIGNALED(status),

@@ -11,6 +11,7 @@ use super::runtime::{start_request, warm_up};
 use super::slots::{Slot, Slots};
 use crate::qemu::VmConfig;
 use crate::vm::{Vm, VmPaths};
+use icebox_core::units::MIB;
 use icebox_guest::protocol::{Event, InstanceStats, StartRequest, Stats};
 use icebox_guest::{AgentError, EventStream};
 use icebox_sandbox_api::{ExitCause, InstanceSpec, SandboxError};
@@ -140,7 +141,7 @@ impl SharedVm {
         let layout = Layout::new(
             cfg.mode,
             cfg.partitions,
-            key.partition_bytes >> 20,
+            key.partition_bytes / MIB,
             cfg.block_mib,
             cfg.shared_mib,
         )

@@ -188,9 +188,9 @@ mod tests {
             .create_new(true)
             .open(&path)
             .unwrap();
-        file.set_len(4 << 20).unwrap();
-        file.write_all_at(&[7u8; 8192], 1 << 20).unwrap();
-        file.write_all_at(&[9u8; 4096], 3 << 20).unwrap();
+        file.set_len(4 * MIB).unwrap();
+        file.write_all_at(&[7u8; 8192], MIB).unwrap();
+        file.write_all_at(&[9u8; 4096], 3 * MIB).unwrap();
         (path, file)
     }
 
@@ -225,7 +225,7 @@ mod tests {
         verify(&path, "a", &file, &sums).unwrap();
         // A write changes the ctime (wait past its granularity first).
         std::thread::sleep(std::time::Duration::from_millis(20));
-        file.write_all_at(&[1u8; 100], (1 << 20) + 4000).unwrap();
+        file.write_all_at(&[1u8; 100], MIB + 4000).unwrap();
         let e = verify(&path, "a", &file, &sums).unwrap_err();
         assert!(e.to_string().contains("checksum"), "{e}");
         assert!(e.to_string().contains("1048576"), "{e}");
@@ -233,7 +233,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, file) = sparse_file(dir.path());
         let sums = sums_of(&file).unwrap();
-        file.write_all_at(&[1u8; 4096], 2 << 20).unwrap();
+        file.write_all_at(&[1u8; 4096], 2 * MIB).unwrap();
         let e = verify(&path, "a", &file, &sums).unwrap_err();
         assert!(e.to_string().contains("2097152"), "{e}");
     }

@@ -2,6 +2,7 @@
 //! guest touching one costs no disk read and the loader never reads one), its data ranges
 //! (SEEK_DATA/SEEK_HOLE), and the host page cache around it (dropped, filled, counted).
 
+use icebox_core::units::MIB_USIZE;
 use icebox_snap::loadset::is_zero;
 use rustix::fs::SeekFrom;
 use rustix::io::Errno;
@@ -13,7 +14,7 @@ use std::path::Path;
 
 pub use icebox_core::units::PAGE;
 /// Bytes read or written per system call when streaming a file.
-const CHUNK: usize = 1 << 20;
+const CHUNK: usize = MIB_USIZE;
 
 /// What copying a RAM file found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
