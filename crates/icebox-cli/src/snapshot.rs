@@ -146,6 +146,7 @@ pub fn snapshots_table(list: &[SnapshotView]) -> String {
 mod tests {
     use super::*;
     use icebox_core::api::RestoreView;
+    use icebox_core::units::MIB;
     use icebox_core::{LoadingSetInfo, RestoreMode, SnapshotInfo};
 
     #[test]
@@ -160,7 +161,7 @@ mod tests {
             dir: None,
             snapshot: Some(SnapshotInfo {
                 backend: "crun".into(),
-                memory_bytes: 13 << 20,
+                memory_bytes: 13 * MIB,
                 took_ms: 80,
             }),
             loading_set: Some(LoadingSetInfo {

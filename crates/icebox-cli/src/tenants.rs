@@ -203,13 +203,14 @@ fn namespaces_table(list: &[Value]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::MIB;
 
     #[test]
     fn limits_are_sent_under_openwhisk_names_and_shown_in_the_table() {
         let l = Limits {
             invocations_per_minute: Some(60),
             concurrent_invocations: None,
-            memory_share: Some(512 << 20),
+            memory_share: Some(512 * MIB),
         };
         assert_eq!(
             l.json(),

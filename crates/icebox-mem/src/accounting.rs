@@ -21,7 +21,9 @@ pub fn measure_pids(pids: &[u32]) -> MemoryStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use icebox_core::units::MIB_USIZE;
+    use rustix::process::{kill_process, waitpid, Pid, Signal, WaitOptions};
+    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
     use std::process::{Command, Stdio};
 
     fn assert_sane(s: &MemoryStats, what: &str) {
@@ -78,7 +80,7 @@ mod tests {
         from_child: OwnedFd,
     }
 
-    const TOUCH_BYTES: usize = 64 << 20;
+    const TOUCH_BYTES: usize = 64 * MIB_USIZE;
 
     impl Toucher {
         fn fork() -> Toucher {
@@ -89,7 +91,7 @@ mod tests {
             assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
             if pid == 0 {
                 // SAFETY: the forked child, which toucher_child requires; the descriptors are open.
-                unsafe { toucher_child(p2c_r.as_raw_fd(), c2p_w.as_raw_fd()) }
+                unsafe { toucher_child(p2c_r.as_fd(), c2p_w.as_fd()) }
             }
             let t = Toucher {
                 pid,
@@ -101,41 +103,33 @@ mod tests {
         }
 
         fn expect_byte(&self) {
-            let mut b = 0u8;
-            // SAFETY: `b` has room for the one byte read.
-            let n =
-                unsafe { libc::read(self.from_child.as_raw_fd(), (&mut b as *mut u8).cast(), 1) };
-            assert_eq!(
-                n,
-                1,
-                "child did not report: {}",
-                std::io::Error::last_os_error()
-            );
+            let mut b = [0u8];
+            let n = rustix::io::read(&self.from_child, &mut b);
+            assert_eq!(n, Ok(1), "child did not report");
         }
 
         fn touch(&self) {
-            // SAFETY: a one-byte static buffer.
-            let n = unsafe { libc::write(self.to_child.as_raw_fd(), b"t".as_ptr().cast(), 1) };
-            assert_eq!(n, 1);
+            assert_eq!(rustix::io::write(&self.to_child, b"t"), Ok(1));
             self.expect_byte();
         }
     }
 
     impl Drop for Toucher {
+        /// Kills and reaps our own child.
         fn drop(&mut self) {
-            // SAFETY: kills and reaps our own child; a null status pointer is allowed.
-            unsafe {
-                libc::kill(self.pid, libc::SIGKILL);
-                libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+            if let Some(pid) = Pid::from_raw(self.pid) {
+                let _ = kill_process(pid, Signal::KILL);
+                let _ = waitpid(Some(pid), WaitOptions::empty());
             }
         }
     }
 
-    /// Runs in the forked child; never returns.
-    unsafe fn toucher_child(from_parent: i32, to_parent: i32) -> ! {
-        let mut b = 0u8;
-        libc::write(to_parent, b"r".as_ptr().cast(), 1);
-        if libc::read(from_parent, (&mut b as *mut u8).cast(), 1) != 1 {
+    /// Runs in the forked child; never returns. rustix's read and write are bare syscalls,
+    /// safe after fork.
+    unsafe fn toucher_child(from_parent: BorrowedFd<'_>, to_parent: BorrowedFd<'_>) -> ! {
+        let mut b = [0u8];
+        let _ = rustix::io::write(to_parent, b"r");
+        if rustix::io::read(from_parent, &mut b) != Ok(1) {
             libc::_exit(1);
         }
         let p = libc::mmap(
@@ -153,17 +147,13 @@ mod tests {
         for off in (0..TOUCH_BYTES).step_by(4096) {
             std::ptr::write_volatile(p.cast::<u8>().add(off), 1);
         }
-        libc::write(to_parent, b"d".as_ptr().cast(), 1);
-        libc::read(from_parent, (&mut b as *mut u8).cast(), 1);
+        let _ = rustix::io::write(to_parent, b"d");
+        let _ = rustix::io::read(from_parent, &mut b);
         libc::_exit(0)
     }
 
     fn pipe() -> (OwnedFd, OwnedFd) {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 writes two descriptors into `fds`, which has room for two.
-        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-        // SAFETY: both descriptors are new, open, and owned by nothing else.
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe2")
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! cgroup-frozen processes alike, since it acts on the address space, not the task.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// What a [`pageout`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -110,19 +110,13 @@ impl Cursor {
     }
 }
 
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "a descriptor the kernel returned (checked non-negative above) fits in an int"
-)]
 fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new file descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(explain(io::Error::last_os_error(), pid.cast_unsigned()));
-    }
-    // SAFETY: the kernel just returned this descriptor and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    let raw = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty())
+        .map_err(|e| explain(e.into(), pid))
 }
 
 #[expect(

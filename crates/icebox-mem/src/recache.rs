@@ -17,9 +17,10 @@
 
 use crate::FileMapping;
 use icebox_core::units::{KIB, PAGE};
+use rustix::fs::Advice;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::num::NonZeroU64;
 use std::os::unix::fs::FileExt;
 
 /// `/proc/PID/pagemap` entry bits (Documentation/admin-guide/mm/pagemap.rst).
@@ -98,7 +99,6 @@ pub fn evicted_runs(entries: impl Iterator<Item = u64>, offset: u64) -> Vec<(u64
 /// Starts reading `evicted` back into the page cache (asynchronous readahead); returns the
 /// bytes asked for. Each file is opened through `/proc/PID/map_files/`, so it is the very
 /// file the instance maps, whatever mount namespace it sees it through.
-#[expect(clippy::cast_possible_wrap, reason = "file offsets stay below 2^63")]
 pub fn recache(pid: u32, evicted: &[EvictedPages]) -> io::Result<u64> {
     let mut asked = 0;
     for mapping in evicted {
@@ -117,17 +117,9 @@ pub fn recache(pid: u32, evicted: &[EvictedPages]) -> io::Result<u64> {
             let mut done = 0;
             while done < len {
                 let step = (len - done).min(WILLNEED_STEP);
-                // SAFETY: posix_fadvise only reads its integer arguments.
-                let rc = unsafe {
-                    libc::posix_fadvise(
-                        file.as_raw_fd(),
-                        (offset + done) as libc::off_t,
-                        step as libc::off_t,
-                        libc::POSIX_FADV_WILLNEED,
-                    )
-                };
-                if rc != 0 {
-                    return Err(io::Error::from_raw_os_error(rc));
+                // A zero length would mean "to the end of the file"; `step` is never 0 here.
+                if let Some(n) = NonZeroU64::new(step) {
+                    rustix::fs::fadvise(&file, offset + done, Some(n), Advice::WillNeed)?;
                 }
                 done += step;
             }

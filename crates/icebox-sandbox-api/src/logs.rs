@@ -236,6 +236,7 @@ pub fn truncation_marker(limit: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::{KIB_USIZE, MIB};
 
     #[tokio::test]
     async fn splits_at_sentinels_on_both_streams() {
@@ -369,12 +370,12 @@ mod tests {
         c.pump(&mut flood, 0).await;
 
         assert!(
-            flood.peak_heap < 1 << 20,
+            flood.peak_heap < isize::try_from(MIB).unwrap(),
             "reading 1 GiB without a newline held {} bytes",
             flood.peak_heap
         );
         assert!(
-            flood.peak_buffered < 64 << 10,
+            flood.peak_buffered < 64 * KIB_USIZE,
             "the collector held {} bytes",
             flood.peak_buffered
         );

@@ -1,6 +1,7 @@
 //! Runtime kinds, read from `runtimes/<lang>/runtime.json`: how to launch each action proxy.
 
 use anyhow::{bail, Context};
+use icebox_core::units::MIB;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,7 +34,7 @@ pub struct RuntimeManifest {
 /// OOM-killed before its collector runs (measured: Node 20 in a 256 MiB cgroup sets a 259 MiB
 /// heap limit).
 pub fn heap_mb(memory_limit_bytes: u64) -> u64 {
-    (memory_limit_bytes >> 20) * 3 / 5
+    (memory_limit_bytes / MIB) * 3 / 5
 }
 
 impl RuntimeManifest {
@@ -69,7 +70,7 @@ impl RuntimeManifest {
 
 fn expand(text: &str, runtime_dir: &str, memory_limit_bytes: u64) -> String {
     text.replace("{runtime_dir}", runtime_dir)
-        .replace("{memory_mb}", &(memory_limit_bytes >> 20).to_string())
+        .replace("{memory_mb}", &(memory_limit_bytes / MIB).to_string())
         .replace("{heap_mb}", &heap_mb(memory_limit_bytes).to_string())
 }
 
@@ -132,6 +133,7 @@ impl Runtimes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::GIB;
 
     #[test]
     fn loads_manifests_and_resolves_aliases() {
@@ -148,12 +150,12 @@ mod tests {
         let m = rt.resolve("python:default").unwrap();
         assert_eq!(m.kind, "python:3");
         assert_eq!(
-            m.argv("/opt/r", 256 << 20),
+            m.argv("/opt/r", 256 * MIB),
             vec!["/usr/bin/python3", "/opt/r/proxy.py"]
         );
         assert_eq!(m.language(), "python");
         assert_eq!(
-            m.env_for("/opt/r", 256 << 20),
+            m.env_for("/opt/r", 256 * MIB),
             vec![("PYTHONPATH".to_string(), "/opt/r/packages".to_string())]
         );
         assert!(rt.resolve("ruby:3").is_none());
@@ -189,12 +191,12 @@ mod tests {
             dir: PathBuf::new(),
         };
         assert_eq!(
-            m.argv("/r", 256 << 20),
+            m.argv("/r", 256 * MIB),
             vec!["node", "--max-old-space-size=153", "/r/proxy.js"]
         );
-        assert_eq!(m.argv("/r", 1 << 30)[1], "--max-old-space-size=614");
+        assert_eq!(m.argv("/r", GIB)[1], "--max-old-space-size=614");
         assert_eq!(
-            m.env_for("/r", 512 << 20),
+            m.env_for("/r", 512 * MIB),
             vec![("LIMIT".to_string(), "512".to_string())]
         );
     }

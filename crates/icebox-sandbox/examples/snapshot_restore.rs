@@ -10,12 +10,12 @@
 //! run to functions whose name contains it.
 
 use base64::Engine;
+use icebox_core::units::MIB;
 use icebox_sandbox::process::{IsolationMode, ProcessBackend};
 use icebox_sandbox::{InstanceSpec, RestoreMode, Runtimes, Sandbox, SandboxBackend};
 use icebox_snap::criu::Criu;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -84,9 +84,9 @@ fn spec(runtimes: &Runtimes, id: &str, kind: &str) -> InstanceSpec {
         id: id.into(),
         action: "bench/snap".into(),
         runtime: runtimes.resolve(kind).unwrap().clone(),
-        memory_limit_bytes: 256 << 20,
+        memory_limit_bytes: 256 * MIB,
         pids_max: 256,
-        tmp_bytes: 16 << 20,
+        tmp_bytes: 16 * MIB,
         concurrency: 1,
         network: false,
         env: Vec::new(),
@@ -97,8 +97,7 @@ fn spec(runtimes: &Runtimes, id: &str, kind: &str) -> InstanceSpec {
 fn drop_cache(dir: &Path) {
     for entry in walk(dir) {
         if let Ok(file) = std::fs::File::open(&entry) {
-            // SAFETY: advice on a file we opened.
-            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed);
         }
     }
 }

@@ -22,6 +22,7 @@ mod tests_v2;
 
 pub use join::join_self_in_child;
 
+use rustix::process::{kill_process, Pid, Signal};
 use std::ffi::CString;
 use std::fmt;
 use std::io;
@@ -390,9 +391,13 @@ impl Cgroup {
             let pids = self.pids();
             for &pid in &pids {
                 // cgroup.procs never lists 0, but kill(0) would hit our own process group.
-                if let Ok(pid @ 1..) = i32::try_from(pid) {
-                    // SAFETY: plain syscall; ESRCH (already gone) is fine.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                if let Some(pid) = i32::try_from(pid)
+                    .ok()
+                    .filter(|&p| p > 0)
+                    .and_then(Pid::from_raw)
+                {
+                    // ESRCH (already gone) is fine.
+                    let _ = kill_process(pid, Signal::KILL);
                 }
             }
             // Thaw even after a failed freeze: tasks stuck in FREEZING are partly frozen.

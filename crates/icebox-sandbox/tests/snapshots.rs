@@ -2,6 +2,7 @@
 //! in `/init`, restored in every mode. They need root, crun, cgroups and the CRIU build
 //! (scripts/setup.sh provides all of them) and fail without them.
 
+use icebox_core::units::MIB;
 use icebox_sandbox::cgroup::CgroupRoot;
 use icebox_sandbox::process::{IsolationMode, ProcessBackend};
 use icebox_sandbox::{InstanceSpec, RestoreMode, Runtimes, Sandbox, SandboxBackend};
@@ -116,9 +117,9 @@ impl Node {
             id: id.into(),
             action: "test/snap".into(),
             runtime: self.runtimes.resolve(kind).unwrap().clone(),
-            memory_limit_bytes: 256 << 20,
+            memory_limit_bytes: 256 * MIB,
             pids_max: 64,
-            tmp_bytes: 16 << 20,
+            tmp_bytes: 16 * MIB,
             concurrency: 1,
             network: false,
             env: Vec::new(),
@@ -138,7 +139,7 @@ impl Node {
         let snaps = self.backend.snapshots().expect("snapshots are on");
         let info = snaps.snapshot(&sandbox, dir).await.unwrap();
         assert_eq!(info.backend, "crun");
-        assert!(info.memory_bytes > 1 << 20, "{info:?}");
+        assert!(info.memory_bytes > MIB, "{info:?}");
         assert!(sandbox.exit_cause().is_some() || sandbox.pids().is_empty());
         self.assert_gone("template");
     }
@@ -347,7 +348,7 @@ async fn a_damaged_or_foreign_snapshot_is_refused() {
 
     // Another shape of instance (memory limit).
     let mut spec = node.spec("x", "python:3");
-    spec.memory_limit_bytes = 512 << 20;
+    spec.memory_limit_bytes = 512 * MIB;
     let err = refused(
         snaps
             .restore(spec, snap.path(), RestoreMode::Eager)

@@ -191,6 +191,7 @@ pub struct Args {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+    use icebox_core::units::GIB;
 
     #[test]
     fn the_command_is_consistent_and_parses_lists() {
@@ -211,7 +212,7 @@ mod tests {
             "10m",
         ])
         .unwrap();
-        assert_eq!(a.node_memory, [1 << 30, 2 << 30]);
+        assert_eq!(a.node_memory, [GIB, 2 * GIB]);
         assert_eq!(a.sharing, [SharingMode::Shared, SharingMode::Isolate]);
         assert_eq!(
             a.keepalive,

@@ -67,6 +67,7 @@ pub fn mib_to_bytes(mb: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::{GIB, MIB};
 
     #[test]
     fn durations() {
@@ -81,8 +82,8 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(parse_size_bytes("1GiB").unwrap(), 1 << 30);
-        assert_eq!(parse_size_bytes("512").unwrap(), 512 << 20);
+        assert_eq!(parse_size_bytes("1GiB").unwrap(), GIB);
+        assert_eq!(parse_size_bytes("512").unwrap(), 512 * MIB);
         assert_eq!(parse_size_bytes("2 GB").unwrap(), 2_000_000_000);
         assert!(parse_size_bytes("lots").is_err());
     }

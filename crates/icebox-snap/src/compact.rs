@@ -10,6 +10,7 @@ use crate::image::proto::{PagemapEntry, PagemapHead};
 use crate::image::{load_all, TaskMemory};
 use crate::loadset::is_zero;
 use crate::PAGE_SIZE;
+use icebox_core::units::MIB_USIZE;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
@@ -43,8 +44,8 @@ fn compact_task(dir: &Path, task: &TaskMemory) -> io::Result<CompactStats> {
     let new_pages = dir.join(format!("pages-{}.img.compact", task.pages_id));
     let new_pagemap = dir.join(format!("pagemap-{}.img.compact", task.pid));
 
-    let mut input = io::BufReader::with_capacity(1 << 20, File::open(&pages_path)?);
-    let mut output = BufWriter::with_capacity(1 << 20, File::create(&new_pages)?);
+    let mut input = io::BufReader::with_capacity(MIB_USIZE, File::open(&pages_path)?);
+    let mut output = BufWriter::with_capacity(MIB_USIZE, File::create(&new_pages)?);
     let mut stats = CompactStats::default();
     let mut entries: Vec<PagemapEntry> = Vec::with_capacity(task.pagemap.len());
     let mut page = vec![0u8; PAGE_SIZE as usize];

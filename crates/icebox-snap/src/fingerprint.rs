@@ -66,14 +66,8 @@ impl Fingerprint {
 
 /// The running kernel's release (`uname -r`).
 pub fn kernel_release() -> String {
-    // SAFETY: utsname is arrays of c_char, for which all zero bytes is a valid value.
-    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: uname only writes into the struct we pass, which is valid and ours for the call.
-    if unsafe { libc::uname(&mut uts) } != 0 {
-        return "unknown".into();
-    }
-    // SAFETY: the kernel NUL-terminates release.
-    unsafe { std::ffi::CStr::from_ptr(uts.release.as_ptr()) }
+    rustix::system::uname()
+        .release()
         .to_string_lossy()
         .into_owned()
 }

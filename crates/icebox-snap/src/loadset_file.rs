@@ -8,6 +8,7 @@ use crate::checksum::{self, FileSums, CHUNK};
 use crate::image::TaskMemory;
 use crate::loadset::{self, LoadingSet, MERGE_GAP_PAGES};
 use crate::PAGE_SIZE;
+use icebox_core::units::MIB_USIZE;
 use prost::Message;
 use std::collections::HashMap;
 use std::fs::File;
@@ -130,7 +131,7 @@ pub fn write(
         .map(|t| File::open(t.pages_path(images)))
         .collect::<io::Result<_>>()?;
     let tmp_data = dir.join(format!("{DATA_FILE}.tmp"));
-    let mut out = io::BufWriter::with_capacity(1 << 20, crate::private::create_file(&tmp_data)?);
+    let mut out = io::BufWriter::with_capacity(MIB_USIZE, crate::private::create_file(&tmp_data)?);
     let mut index = Index {
         regions: Vec::with_capacity(set.regions.len()),
         working_set_pages: set.working_set_pages,

@@ -3,8 +3,10 @@
 //! saves nor restores its configuration (it runs `ip` and `iptables-restore` several times for
 //! that); the restore gets a fresh namespace, whose loopback icebox brings up as crun did.
 
+use rustix::net::{socket_with, AddressFamily, SocketFlags, SocketType};
+use rustix::thread::{move_into_link_name_space, LinkNameSpaceType};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 /// Whether the network namespace of `pid` has no device but `lo`.
 pub fn only_loopback(pid: u32) -> io::Result<bool> {
@@ -78,19 +80,15 @@ fn in_netns<T: Send + 'static>(
 ) -> io::Result<T> {
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
     std::thread::spawn(move || {
-        // SAFETY: setns with an fd we opened; affects only this thread.
-        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a new socket, closed below.
-        let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if sock < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let result = f(sock);
-        // SAFETY: closing the socket made above.
-        unsafe { libc::close(sock) };
-        result
+        // Affects only this thread.
+        move_into_link_name_space(ns.as_fd(), Some(LinkNameSpaceType::Network))?;
+        let sock = socket_with(
+            AddressFamily::INET,
+            SocketType::DGRAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )?;
+        f(sock.as_raw_fd())
     })
     .join()
     .map_err(|_| io::Error::other("network namespace helper panicked"))?

@@ -26,22 +26,8 @@ fn criu() -> Criu {
     // criu --restore-detached leaves the restored process to the nearest subreaper: this
     // process, which reaps it at once (the machine's init may take seconds, and a zombie
     // still holds the pid the next restore needs).
-    // SAFETY: prctl with integer arguments.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_SET_CHILD_SUBREAPER,
-            1 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        )
-    };
-    assert_eq!(
-        rc,
-        0,
-        "PR_SET_CHILD_SUBREAPER: {}",
-        std::io::Error::last_os_error()
-    );
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .expect("PR_SET_CHILD_SUBREAPER");
     Criu::discover(None, Some(&repo())).expect("criu must be built: run scripts/criu/build.sh")
 }
 
@@ -100,11 +86,10 @@ struct Restored {
 
 impl Drop for Restored {
     fn drop(&mut self) {
-        // SAFETY: signalling and reaping the process this test restored (our child, as the
-        // subreaper).
-        unsafe {
-            libc::kill(self.pid.cast_signed(), libc::SIGKILL);
-            libc::waitpid(self.pid.cast_signed(), std::ptr::null_mut(), 0);
+        // The process this test restored (our child, as the subreaper).
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid.cast_signed()) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
         }
         if let Some(pager) = &self.pager {
             pager.stop();

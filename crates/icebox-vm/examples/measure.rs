@@ -5,6 +5,7 @@
 //!
 //! cargo run --release -p icebox-vm --example measure -- [--runs 5] [--warm 50]
 
+use icebox_core::units::MIB;
 use icebox_sandbox::process::{IsolationMode, ProcessBackend};
 use icebox_sandbox::{InstanceSpec, Runtimes, Sandbox, SandboxBackend};
 use icebox_vm::{AccelChoice, GuestImage, Vm, VmBackend, VmBackendConfig, VmConfig, VmPaths};
@@ -36,9 +37,9 @@ fn spec(repo: &Path, id: &str, kind: &str) -> InstanceSpec {
         id: id.to_string(),
         action: "measure/x".into(),
         runtime: runtimes.resolve(kind).unwrap().clone(),
-        memory_limit_bytes: 256 << 20,
+        memory_limit_bytes: 256 * MIB,
         pids_max: 512,
-        tmp_bytes: 16 << 20,
+        tmp_bytes: 16 * MIB,
         concurrency: 1,
         network: false,
         env: Vec::new(),
@@ -101,7 +102,7 @@ async fn warm(sb: &Arc<dyn Sandbox>, n: usize) -> f64 {
 }
 
 fn mib(b: u64) -> f64 {
-    b as f64 / f64::from(1 << 20)
+    b as f64 / MIB as f64
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -135,7 +136,7 @@ async fn main() {
         image.manifest["bytes"]["rootfs.erofs"]
             .as_u64()
             .unwrap_or(0)
-            >> 20,
+            / MIB,
         image.manifest["build_seconds"].as_f64().unwrap_or(0.0)
     );
 

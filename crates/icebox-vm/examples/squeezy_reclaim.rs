@@ -10,6 +10,7 @@
 //! cargo run --release -p icebox-vm --example squeezy_reclaim -- --sizes 512,2048
 
 use clap::Parser;
+use icebox_core::units::MIB;
 use icebox_sandbox::{InstanceSpec, Runtimes, Sandbox, SandboxBackend};
 use icebox_vm::shared::{Mode, ReclaimReport};
 use icebox_vm::{AccelChoice, GuestImage, SharedBackend, SharedConfig, SharedSandbox};
@@ -78,9 +79,9 @@ fn spec(id: &str, partition_mib: u64) -> InstanceSpec {
         id: id.to_string(),
         action: "fig5/memhog".into(),
         runtime: runtimes.resolve("python:3").unwrap().clone(),
-        memory_limit_bytes: partition_mib << 20,
+        memory_limit_bytes: partition_mib * MIB,
         pids_max: 512,
-        tmp_bytes: 16 << 20,
+        tmp_bytes: 16 * MIB,
         concurrency: 1,
         network: false,
         env: Vec::new(),

@@ -9,6 +9,7 @@
 //! cargo run --release -p icebox-vm --example vm_ram -- [--runs 5] [--warm 20] [--touch-mib 64]
 //!     [--ram-dirs DIR,DIR]
 
+use icebox_core::units::MIB;
 use icebox_sandbox::{InstanceSpec, Runtimes, Sandbox, SandboxBackend};
 use icebox_vm::{AccelChoice, GuestImage, VmBackend, VmBackendConfig};
 use serde_json::json;
@@ -29,9 +30,9 @@ fn spec(repo: &Path, id: &str) -> InstanceSpec {
         id: id.to_string(),
         action: "measure/ram".into(),
         runtime: runtimes.resolve("python:3").unwrap().clone(),
-        memory_limit_bytes: 256 << 20,
+        memory_limit_bytes: 256 * MIB,
         pids_max: 512,
-        tmp_bytes: 16 << 20,
+        tmp_bytes: 16 * MIB,
         concurrency: 1,
         network: false,
         env: Vec::new(),
@@ -132,7 +133,7 @@ async fn main() {
             s.warm.push(median(warm));
             s.touch
                 .push(timed(&sb, "/run", json!({"value": {"mib": touch}})).await);
-            s.uss_mib.push(sb.memory().uss as f64 / f64::from(1 << 20));
+            s.uss_mib.push(sb.memory().uss as f64 / MIB as f64);
             s.huge_mib.push(huge_mib(sb.pids()[0]));
             sb.destroy().await;
             eprintln!("run {i} {label} done");

@@ -7,6 +7,7 @@
 //!
 //! cargo run --release -p icebox-vm --example vm_restore -- [--runs 3] [--mib 64]
 
+use icebox_core::units::{MIB, MIB_USIZE};
 use icebox_core::RestoreMode;
 use icebox_sandbox::{InstanceSpec, Runtimes, Sandbox, SandboxBackend, Snapshots};
 use icebox_vm::snapshot::memfile;
@@ -30,9 +31,9 @@ fn spec(repo: &Path, id: &str, mib: u64) -> InstanceSpec {
         id: id.to_string(),
         action: "measure/restore".into(),
         runtime: runtimes.resolve("python:3").unwrap().clone(),
-        memory_limit_bytes: (mib + 128) << 20,
+        memory_limit_bytes: (mib + 128) * MIB,
         pids_max: 512,
-        tmp_bytes: 16 << 20,
+        tmp_bytes: 16 * MIB,
         concurrency: 1,
         network: false,
         env: vec![("MIB".into(), mib.to_string())],
@@ -58,7 +59,7 @@ fn paging(pid: u32) -> (f64, f64) {
         .lines()
         .find_map(|l| l.strip_prefix("read_bytes:")?.trim().parse::<f64>().ok())
         .unwrap_or(f64::NAN);
-    (majflt, read / f64::from(1 << 20))
+    (majflt, read / MIB as f64)
 }
 
 fn files(dir: &Path) -> Vec<File> {
@@ -121,7 +122,7 @@ async fn main() {
             for f in files(&dir) {
                 if *name == "cached" {
                     let len = f.metadata().unwrap().len();
-                    let mut buf = vec![0u8; 1 << 20];
+                    let mut buf = vec![0u8; MIB_USIZE];
                     memfile::read_into_cache(&f, 0, len, &mut buf, &|| false).unwrap();
                 } else {
                     memfile::drop_cache(&f).unwrap();

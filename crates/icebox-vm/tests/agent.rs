@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use icebox_core::units::MIB;
 use icebox_guest::protocol::{Event, StartRequest};
 use icebox_guest::AgentClient;
 use icebox_vm::{Vm, VmConfig, VmPaths};
@@ -27,9 +28,9 @@ fn shell(id: &str, script: &str) -> StartRequest {
         instance: id.to_string(),
         argv: vec!["/usr/bin/python3".into(), "-c".into(), script.into()],
         env: Vec::new(),
-        memory_limit_bytes: 64 << 20,
+        memory_limit_bytes: 64 * MIB,
         pids_max: 64,
-        tmp_bytes: 1 << 20,
+        tmp_bytes: MIB,
         numa_node: None,
         wait_ready_ms: None,
     }
@@ -42,7 +43,7 @@ async fn hello_describes_the_guest_and_instances_outlive_a_session() {
     let hello = vm.agent.hello_info().clone();
     assert_eq!(hello.kernel, image().kernel_release());
     assert_eq!(hello.protocol, icebox_guest::protocol::PROTOCOL_VERSION);
-    assert!(hello.memory_total_bytes > 128 << 20 && hello.memory_total_bytes <= 256 << 20);
+    assert!(hello.memory_total_bytes > 128 * MIB && hello.memory_total_bytes <= 256 * MIB);
     assert_eq!(hello.numa_nodes.len(), 1);
     assert!(hello.instances.is_empty());
 
@@ -219,23 +220,23 @@ async fn an_instance_bound_to_a_hot_plugged_numa_node() {
         .qom_set(
             "/machine/peripheral/vm1",
             "requested-size",
-            serde_json::json!(256u64 << 20),
+            serde_json::json!(256 * MIB),
         )
         .await
         .unwrap();
     let mut plugged = 0;
     for _ in 0..300 {
         plugged = vm.agent.stats().await.unwrap().nodes[&1]["MemTotal"];
-        if plugged >= 200 << 20 {
+        if plugged >= 200 * MIB {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(plugged >= 200 << 20, "node 1 has {plugged} bytes");
+    assert!(plugged >= 200 * MIB, "node 1 has {plugged} bytes");
 
     let hog = "import time\nb = bytearray(64 << 20)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\nprint('held', flush=True)\ntime.sleep(600)\n";
     let mut req = shell("bound", hog);
-    req.memory_limit_bytes = 200 << 20;
+    req.memory_limit_bytes = 200 * MIB;
     req.numa_node = Some(1);
     vm.agent.start(&req).await.unwrap();
     let mut out = vm.agent.open_output("bound", 1).await.unwrap();
@@ -244,7 +245,7 @@ async fn an_instance_bound_to_a_hot_plugged_numa_node() {
     assert_eq!(&line[..n], b"held\n");
     let stats = vm.agent.stats().await.unwrap();
     let node1_used = stats.nodes[&1]["MemUsed"];
-    assert!(node1_used >= 64 << 20, "node 1 uses {node1_used} bytes");
+    assert!(node1_used >= 64 * MIB, "node 1 uses {node1_used} bytes");
 
     vm.agent.stop("bound").await.unwrap();
     vm.qmp

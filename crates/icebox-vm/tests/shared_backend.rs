@@ -8,6 +8,7 @@ use common::*;
 use icebox_sandbox_api::{InstanceSpec, Sandbox, SandboxBackend};
 use icebox_vm::shared::{Mode, PartitionEvent, ReclaimOutcome, Slot};
 use icebox_vm::{Accel, AccelChoice, SharedBackend, SharedConfig, SharedSandbox};
+use rustix::process::{kill_process, Pid, Signal};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -223,8 +224,9 @@ async fn qemu_killed_ends_every_instance_and_leaves_nothing_behind() {
     let b = start(&backend, memhog_spec("qk-b", 128)).await;
     let vm = shared(&a).shared_vm().clone();
     let dir = vm.dir().to_path_buf();
-    // SAFETY: killing the QEMU this test started.
-    unsafe { libc::kill(vm.vm().qemu.pid().cast_signed(), libc::SIGKILL) };
+    // The QEMU this test started.
+    let qemu = Pid::from_raw(vm.vm().qemu.pid().cast_signed()).expect("QEMU's pid");
+    kill_process(qemu, Signal::KILL).expect("SIGKILL to QEMU");
     for s in [&a, &b] {
         tokio::time::timeout(Duration::from_secs(30), s.exited())
             .await

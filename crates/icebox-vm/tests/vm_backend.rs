@@ -3,7 +3,9 @@
 mod common;
 
 use common::*;
+use icebox_core::units::MIB;
 use icebox_sandbox_api::{ExitCause, SandboxBackend, SENTINEL};
+use rustix::process::{kill_process, Pid, Signal};
 use std::time::Duration;
 
 const PY_HELLO: &str = "def main(args):\n    print('hello from the guest')\n    return {'greeting': 'hi ' + args.get('name', '?')}\n";
@@ -41,7 +43,7 @@ async fn python_runs_through_the_host_socket_and_its_output_reaches_the_log_coll
     let (guest, mine) = vm.guest_stats().await.unwrap();
     let mine = mine.expect("the instance's stats");
     assert!(mine.memory_current > 0 && !mine.pids.is_empty(), "{mine:?}");
-    assert!(guest.meminfo["MemTotal"] > 256 << 20);
+    assert!(guest.meminfo["MemTotal"] > 256 * MIB);
 
     let dir = vm.vm().paths.dir.clone();
     sandbox.destroy().await;
@@ -175,8 +177,9 @@ async fn killing_qemu_ends_the_instance_and_destroy_leaves_nothing() {
         .unwrap();
     let dir = vm.vm().paths.dir.clone();
     let pid = sandbox.pids()[0];
-    // SAFETY: the test's own QEMU child.
-    unsafe { libc::kill(pid.cast_signed(), libc::SIGKILL) };
+    // The test's own QEMU child.
+    let qemu = Pid::from_raw(pid.cast_signed()).expect("QEMU's pid");
+    kill_process(qemu, Signal::KILL).expect("SIGKILL to QEMU");
     tokio::time::timeout(Duration::from_secs(30), sandbox.exited())
         .await
         .expect("the instance ends");

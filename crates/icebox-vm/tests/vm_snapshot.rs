@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use icebox_core::units::MIB;
 use icebox_core::RestoreMode;
 use icebox_sandbox_api::{Sandbox, SandboxBackend, Snapshots};
 use icebox_vm::snapshot::{loadset_file, meta};
@@ -43,7 +44,7 @@ async fn snapshot_python(backend: &VmBackend, id: &str, dir: &Path) -> Value {
     assert!(ram.exists());
     let info = backend.snapshot(&template, dir).await.unwrap();
     assert_eq!(info.backend, "vm");
-    assert!(info.memory_bytes > 8 << 20, "{info:?}");
+    assert!(info.memory_bytes > 8 * MIB, "{info:?}");
     // The template is gone with its RAM file.
     assert!(template.exit_cause().is_some());
     assert!(!ram.exists());

@@ -8,6 +8,7 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+use icebox_core::units::KIB_USIZE;
 use icebox_core::Exec;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
@@ -84,7 +85,7 @@ impl CodeStore {
             .tempfile_in(&self.dir)?;
         let mut hasher = Sha256::new();
         let mut decoder = base64::read::DecoderReader::new(b64.as_bytes(), &STANDARD);
-        let mut buf = vec![0u8; 256 << 10];
+        let mut buf = vec![0u8; 256 * KIB_USIZE];
         let mut written = 0u64;
         loop {
             let n = match decoder.read(&mut buf) {
@@ -236,6 +237,7 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::MIB;
 
     fn exec_of(stored: &Stored) -> Exec {
         Exec {
@@ -271,8 +273,8 @@ mod tests {
         let store = CodeStore::open(dir.path()).unwrap();
         let raw = vec![7u8; 300_000];
         let b64 = STANDARD.encode(&raw);
-        let a = store.put_base64(&b64, 1 << 20, |_| Ok(())).unwrap();
-        let b = store.put_base64(&b64, 1 << 20, |_| Ok(())).unwrap();
+        let a = store.put_base64(&b64, MIB, |_| Ok(())).unwrap();
+        let b = store.put_base64(&b64, MIB, |_| Ok(())).unwrap();
         assert_eq!(a.sha256, b.sha256);
         assert_eq!(store.usage().files, 1);
         assert_eq!(store.usage().bytes, 300_000);

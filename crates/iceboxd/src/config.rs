@@ -520,16 +520,16 @@ fn parse_registry_budget(s: &str) -> Result<u64, String> {
     if bytes < MIN_REGISTRY_BYTES {
         return Err(format!(
             "{s} is too small for the registry: at least {}MiB",
-            MIN_REGISTRY_BYTES >> 20
+            MIN_REGISTRY_BYTES / MIB
         ));
     }
     Ok(bytes)
 }
 
 /// OpenWhisk's request-body limit (akka-http's max-content-length of its controller).
-const OPENWHISK_MAX_BODY: u64 = 50 << 20;
+const OPENWHISK_MAX_BODY: u64 = 50 * MIB;
 /// Room for the JSON around an action's base64 code (kind, parameters, annotations).
-const ACTION_JSON_ROOM: u64 = 1 << 20;
+const ACTION_JSON_ROOM: u64 = MIB;
 
 impl Config {
     /// The request-body limit: as given, else OpenWhisk's 50 MiB, raised to what an action of
@@ -621,11 +621,12 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::GIB;
 
     #[test]
     fn sizes() {
-        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
-        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2GiB").unwrap(), 2 * GIB);
+        assert_eq!(parse_size("512MiB").unwrap(), 512 * MIB);
         assert_eq!(parse_size("1024").unwrap(), 1024);
         assert!(parse_size("lots").is_err());
     }
@@ -668,13 +669,13 @@ mod tests {
     #[test]
     fn body_limit_fits_the_largest_code_unless_given() {
         let defaults = Config::parse_from(["iceboxd"]);
-        assert_eq!(defaults.max_code_size, 48 << 20);
-        assert_eq!(defaults.max_payload, 5 << 20);
-        assert_eq!(defaults.effective_max_body(), (64 << 20) + (1 << 20));
+        assert_eq!(defaults.max_code_size, 48 * MIB);
+        assert_eq!(defaults.max_payload, 5 * MIB);
+        assert_eq!(defaults.effective_max_body(), 64 * MIB + MIB);
         let small = Config::parse_from(["iceboxd", "--max-code-size", "1MiB"]);
-        assert_eq!(small.effective_max_body(), 50 << 20, "OpenWhisk's 50 MB");
+        assert_eq!(small.effective_max_body(), 50 * MIB, "OpenWhisk's 50 MB");
         let given = Config::parse_from(["iceboxd", "--max-body", "10MiB"]);
-        assert_eq!(given.effective_max_body(), 10 << 20);
+        assert_eq!(given.effective_max_body(), 10 * MIB);
     }
 
     #[test]
@@ -740,7 +741,7 @@ mod tests {
         ]);
         assert_eq!(c.isolation.default_isolation(), Isolation::VmShared);
         assert_eq!(c.vm_backends_wanted(), (true, true));
-        assert_eq!((c.vm_partitions, c.vm_memory), (2, Some(3 << 30)));
+        assert_eq!((c.vm_partitions, c.vm_memory), (2, Some(3 * GIB)));
         assert_eq!(c.vm_shared_mode, icebox_vm::shared::Mode::Balloon);
         assert!(Config::try_parse_from(["iceboxd", "--vm-partitions", "0"]).is_err());
         assert!(Config::try_parse_from(["iceboxd", "--vm-shared-mode", "dimm"]).is_err());
@@ -767,7 +768,7 @@ mod tests {
     fn defaults_match_the_documentation() {
         let c = Config::parse_from(["iceboxd"]);
         assert_eq!(c.listen, "127.0.0.1:8740");
-        assert_eq!(c.pool_memory, 2 << 30);
+        assert_eq!(c.pool_memory, 2 * GIB);
         assert_eq!(c.pool_charge, ChargeMode::Uss);
         assert_eq!(c.keep_alive, Duration::from_secs(600));
         assert_eq!(c.pause_grace, Duration::from_millis(50));

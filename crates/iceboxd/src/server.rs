@@ -10,8 +10,8 @@ use anyhow::Context;
 use icebox_policy::{KeepAliveConfig, KeepAlivePolicy, MonotonicClock};
 use icebox_sandbox::process::ProcessBackend;
 use icebox_sandbox::{Runtimes, SandboxBackend};
+use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 use std::collections::HashMap;
-use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -457,31 +457,23 @@ async fn prune_loop(
 /// one first: the default soft limit (1024) is far below what a busy node needs.
 fn connection_cap(wanted: usize) -> usize {
     const RESERVED_FDS: u64 = 1024;
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit on our own process with a valid struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return wanted;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                lim.rlim_cur = lim.rlim_max;
-            }
+    // `None` is RLIM_INFINITY.
+    let lim = getrlimit(Resource::Nofile);
+    let mut soft = lim.current.unwrap_or(u64::MAX);
+    let hard = lim.maximum.unwrap_or(u64::MAX);
+    if soft < hard {
+        let raised = Rlimit {
+            current: lim.maximum,
+            maximum: lim.maximum,
+        };
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            soft = hard;
         }
     }
-    let room =
-        usize::try_from(lim.rlim_cur.saturating_sub(RESERVED_FDS).max(16)).unwrap_or(usize::MAX);
+    let room = usize::try_from(soft.saturating_sub(RESERVED_FDS).max(16)).unwrap_or(usize::MAX);
     if room < wanted {
         tracing::warn!(
-            "--max-connections {wanted} lowered to {room}: the open-file limit is {}",
-            lim.rlim_cur
+            "--max-connections {wanted} lowered to {room}: the open-file limit is {soft}"
         );
     }
     wanted.min(room)
@@ -494,8 +486,7 @@ fn lock_state_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
         .truncate(false)
         .write(true)
         .open(dir.join("lock"))?;
-    // SAFETY: flock on an fd we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
         anyhow::bail!(
             "another iceboxd is already using the state directory {}",
             dir.display()

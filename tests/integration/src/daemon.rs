@@ -7,6 +7,7 @@ use crate::leaks;
 use crate::paths;
 use crate::state_dir::StateDir;
 use crate::util::tail;
+use rustix::process::{kill_process, Pid, Signal};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -249,8 +250,10 @@ impl Daemon {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        // SAFETY: SIGTERM to the daemon this harness spawned (still our unreaped child).
-        unsafe { libc::kill(child.id().cast_signed(), libc::SIGTERM) };
+        // Our unreaped child: its pid cannot have been reused.
+        if let Some(pid) = Pid::from_raw(child.id().cast_signed()) {
+            let _ = kill_process(pid, Signal::TERM);
+        }
         let deadline = Instant::now() + STOP_TIMEOUT;
         loop {
             match child.try_wait() {

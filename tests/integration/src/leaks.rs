@@ -1,6 +1,7 @@
 //! Finding what a daemon left behind: processes that belong to its state directory and the
 //! cgroups named after it (`icebox-<tag>`), and removing them when a test failed half-way.
 
+use rustix::process::{kill_process, Pid, Signal};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -270,8 +271,10 @@ fn remove_cgroup_tree(dir: &Path) {
             break;
         }
         for pid in pids {
-            // SAFETY: SIGKILL to a process inside a cgroup created for a daemon this test started.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // A process inside a cgroup created for a daemon this test started.
+            if let Some(pid) = Pid::from_raw(pid) {
+                let _ = kill_process(pid, Signal::KILL);
+            }
         }
         std::thread::sleep(Duration::from_millis(20));
     }

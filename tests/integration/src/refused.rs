@@ -2,6 +2,7 @@
 
 use crate::daemon::AUTH;
 use crate::paths;
+use rustix::process::{kill_process, Pid, Signal};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -52,8 +53,10 @@ pub fn refused_start_with_auth(state: &Path, auth: &str, extra: &[&str]) -> Stri
             return text;
         }
         if Instant::now() > deadline {
-            // SAFETY: our own child, not yet reaped.
-            unsafe { libc::kill(pid.cast_signed(), libc::SIGKILL) };
+            // Our own child, not yet reaped.
+            if let Some(pid) = Pid::from_raw(pid.cast_signed()) {
+                let _ = kill_process(pid, Signal::KILL);
+            }
             let _ = child.wait();
             panic!("iceboxd kept running where it must refuse to start");
         }

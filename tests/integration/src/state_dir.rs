@@ -1,6 +1,7 @@
 //! A daemon's state directory in a temp dir, shared by the daemons started on it in turn.
 
 use crate::leaks::{self, Tie};
+use rustix::process::{kill_process, Pid, Signal};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -83,8 +84,10 @@ impl Drop for StateInner {
         );
         for p in &left.processes {
             if p.tie != Tie::Cgroup {
-                // SAFETY: a daemon (or its crun) started by this test for this state dir.
-                unsafe { libc::kill(p.pid.cast_signed(), libc::SIGKILL) };
+                // A daemon (or its crun) started by this test for this state dir.
+                if let Some(pid) = Pid::from_raw(p.pid.cast_signed()) {
+                    let _ = kill_process(pid, Signal::KILL);
+                }
             }
         }
         leaks::force_remove_cgroups(&self.tag);

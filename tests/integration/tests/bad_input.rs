@@ -2,6 +2,7 @@
 //! action warm and checks afterwards that the daemon still serves it from the same instance:
 //! no bad input may crash the daemon or reach another instance.
 
+use icebox_core::units::MIB;
 use icebox_integration::{action_path, leaks, wait_for, Auth, Daemon, Neighbour, AUTH, NAMESPACE};
 use serde_json::{json, Value};
 use std::io::Write;
@@ -334,7 +335,7 @@ fn exceeding_the_memory_limit_is_reported_and_the_instance_removed() {
 
     // The action itself still works within its limit (on a new instance).
     let ok = d.invoke("hog", json!({"mb": 1})).expect_success();
-    assert_eq!(ok.result()["allocated"], 1 << 20);
+    assert_eq!(ok.result()["allocated"], MIB);
     assert_eq!(ok.start_kind(), "cold");
 
     n.check(&d);
@@ -629,7 +630,7 @@ fn a_result_over_the_payload_limit_is_a_developer_error_naming_both_sizes() {
         json!({}),
     );
     let small = d.invoke("bigresult", json!({"n": 1000})).expect_success();
-    let a = d.invoke("bigresult", json!({"n": 2 << 20}));
+    let a = d.invoke("bigresult", json!({"n": 2 * MIB}));
     assert_eq!(a.status(), "action developer error", "{}", a.result());
     let error = a.result()["error"].as_str().unwrap().to_string();
     assert!(

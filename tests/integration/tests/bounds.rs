@@ -1,6 +1,7 @@
 //! Bounds on what an action can make the node hold (issue 18 §3): the host's file table, the
 //! daemon's memory for activation output, and an instance's memory filled through tmpfs.
 
+use icebox_core::units::{MIB, MIB_USIZE};
 use icebox_integration::{refused_start, wait_for, Activation, Daemon};
 use serde_json::json;
 
@@ -175,8 +176,6 @@ def main(args):
     return {"blob": "y" * (args["result_mib"] * 1024 * 1024)}
 "#;
 
-use icebox_core::units::MIB;
-
 fn vm_rss_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("daemon status");
     let kb: u64 = status
@@ -291,7 +290,10 @@ fn concurrent_chatty_actions_are_held_within_the_output_budget_and_the_memory_go
             cut_by_node += 1;
         }
         if run.succeeded() {
-            assert_eq!(run.result()["blob"].as_str().map(str::len), Some(4 << 20));
+            assert_eq!(
+                run.result()["blob"].as_str().map(str::len),
+                Some(4 * MIB_USIZE)
+            );
         } else {
             assert_eq!(run.status(), "whisk internal error", "{}", run.error());
             assert!(run.error().contains("--output-budget"), "{}", run.error());

@@ -1,6 +1,7 @@
 //! The `icebox` CLI against a real daemon: deploy and invoke, the node views (`instances`,
 //! `memory`, `events`) in both their JSON and human forms, activations, and its errors.
 
+use icebox_core::units::GIB;
 use icebox_integration::{wait_for, Daemon, AUTH};
 use serde_json::Value;
 use std::time::Duration;
@@ -68,7 +69,7 @@ fn node_views_parse_and_mention_the_instance() {
             (m["charged"].as_u64()? > 0).then_some(m)
         },
     );
-    assert_eq!(memory["budget"], 2u64 << 30, "{memory}");
+    assert_eq!(memory["budget"], 2 * GIB, "{memory}");
     assert_eq!(memory["charge_mode"], "uss");
     let kept: u64 = ["idle", "frozen"]
         .iter()

@@ -3,10 +3,12 @@
 //! `openwhisk` npm client and over HTTP; then the faults: nodes stopped and killed, etcd
 //! members killed down to a lost quorum, concurrent updates, and nodes that do not belong.
 
+use icebox_core::units::MIB_USIZE;
 use icebox_integration::{
     action_path, paths, refused_start, refused_start_with_auth, wait_for, Auth, Daemon, Etcd,
     Haproxy, StateDir, AUTH,
 };
+use rustix::process::{kill_process, Pid, Signal};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::Duration;
@@ -239,7 +241,7 @@ fn one_api_from_any_node_with_warm_aware_placement_behind_haproxy() {
 
 fn big_zip() -> Vec<u8> {
     use std::io::{Read, Write};
-    let mut random = vec![0u8; 2 << 20];
+    let mut random = vec![0u8; 2 * MIB_USIZE];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut random))
         .unwrap();
@@ -272,9 +274,10 @@ fn invoke_on(d: &Daemon, name: &str, x: &str) -> icebox_integration::Reply {
     )
 }
 
-fn signal(d: &Daemon, sig: i32) {
-    // SAFETY: a signal to the daemon this test started (its child, not reaped).
-    unsafe { libc::kill(d.pid().cast_signed(), sig) };
+fn signal(d: &Daemon, sig: Signal) {
+    // The daemon this test started (its child, not reaped).
+    let pid = Pid::from_raw(d.pid().cast_signed()).expect("the daemon's pid");
+    kill_process(pid, sig).expect("a signal to the daemon");
 }
 
 /// The node holding the warm instance of `name`, by the cluster view of `d`.
@@ -314,7 +317,7 @@ fn stopped_and_killed_nodes_leave_placement_and_nothing_runs_twice() {
         .unwrap();
     let entry = by_id(entry);
     let stopped = by_id(&warm);
-    signal(stopped, libc::SIGSTOP);
+    signal(stopped, Signal::STOP);
     let stopped_at = std::time::Instant::now();
     // Forwarded to the stopped node, which accepts the connection and never answers: a clear
     // error, not a second run elsewhere. Meanwhile its lease lapses and it leaves placement.
@@ -338,7 +341,7 @@ fn stopped_and_killed_nodes_leave_placement_and_nothing_runs_twice() {
     for i in 0..5 {
         invoke_on(entry, "echo", &format!("after-{i}")).expect(200);
     }
-    signal(stopped, libc::SIGCONT);
+    signal(stopped, Signal::CONT);
     // It comes back under a new lease.
     wait_members(entry, &["n1", "n2", "n3"]);
     // The lost invocation ran at most once: count the records everywhere.

@@ -7,6 +7,7 @@
 //! committed.
 
 use base64::Engine;
+use icebox_core::units::{MIB, MIB_USIZE};
 use icebox_integration::{action_path, paths, Auth, Daemon, Reply, StateDir, AUTH};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -14,9 +15,8 @@ use std::path::Path;
 use std::process::Command;
 use zip::write::SimpleFileOptions;
 
-const MIB: usize = 1 << 20;
 /// The default --max-code-size.
-const MAX_CODE: usize = 48 * MIB;
+const MAX_CODE: usize = 48 * MIB_USIZE;
 
 fn random_bytes(n: usize) -> Vec<u8> {
     let mut bytes = vec![0u8; n];
@@ -45,7 +45,7 @@ fn add_bulk(zip: &mut zip::ZipWriter<std::fs::File>, dir: &str, bulk: usize) {
     let mut left = bulk;
     let mut i = 0;
     while left > 0 {
-        let n = left.min(4 * MIB);
+        let n = left.min(4 * MIB_USIZE);
         zip.start_file(format!("{dir}/blob{i}.bin"), stored)
             .unwrap();
         zip.write_all(&random_bytes(n)).unwrap();
@@ -203,8 +203,8 @@ fn cold_start(seen: &Value, phase: &str) -> bool {
 fn a_40_mb_python_zip_with_its_virtualenv_deploys_runs_updates_and_goes() {
     let dir = tempfile::tempdir().unwrap();
     let (first, second) = (dir.path().join("v1.zip"), dir.path().join("v2.zip"));
-    python_zip(&first, 40 * MIB, "v1");
-    python_zip(&second, 40 * MIB, "v2");
+    python_zip(&first, 40 * MIB_USIZE, "v1");
+    python_zip(&second, 40 * MIB_USIZE, "v2");
     let d = Daemon::start(&["--prewarm", "none"]);
     let seen = deploy_cycle(&d, "big-python", "python:3", None, &first, &second);
     assert!(
@@ -232,8 +232,8 @@ fn a_40_mb_python_zip_with_its_virtualenv_deploys_runs_updates_and_goes() {
 fn a_40_mb_nodejs_zip_with_its_node_modules_deploys_runs_updates_and_goes() {
     let dir = tempfile::tempdir().unwrap();
     let (first, second) = (dir.path().join("v1.zip"), dir.path().join("v2.zip"));
-    nodejs_zip(&first, 40 * MIB, "v1");
-    nodejs_zip(&second, 40 * MIB, "v2");
+    nodejs_zip(&first, 40 * MIB_USIZE, "v1");
+    nodejs_zip(&second, 40 * MIB_USIZE, "v2");
     let d = Daemon::start(&["--prewarm", "none"]);
     let seen = deploy_cycle(&d, "big-node", "nodejs:20", None, &first, &second);
     assert!(
@@ -262,8 +262,8 @@ fn a_40_mb_java_jar_deploys_runs_updates_and_goes() {
     paths::java_proxy_jar();
     let dir = tempfile::tempdir().unwrap();
     let (first, second) = (dir.path().join("v1.jar"), dir.path().join("v2.jar"));
-    java_jar(&first, 40 * MIB, "v1");
-    java_jar(&second, 40 * MIB, "v2");
+    java_jar(&first, 40 * MIB_USIZE, "v1");
+    java_jar(&second, 40 * MIB_USIZE, "v2");
     let d = Daemon::start(&["--prewarm", "none"]);
     let seen = deploy_cycle(&d, "big-java", "java:17", Some("Hello"), &first, &second);
     assert!(
@@ -316,9 +316,9 @@ fn a_48_mib_upload_costs_the_daemon_about_one_copy_of_its_body() {
     eprintln!(
         "48 MiB upload ({} bytes of zip, {body_len} of base64): daemon VmHWM {} -> {} MiB (+{} MiB)",
         zip.len(),
-        before >> 20,
-        after >> 20,
-        growth >> 20
+        before / MIB,
+        after / MIB,
+        growth / MIB
     );
     // The body is held once (the gate's budget); decoding streams into the code store.
     assert!(
@@ -368,7 +368,7 @@ fn a_48_mib_upload_costs_the_daemon_about_one_copy_of_its_body() {
 fn a_49_mib_zip_through_the_npm_client_is_refused_with_413() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("too-big.zip");
-    python_zip(&path, 49 * MIB, "too-big");
+    python_zip(&path, 49 * MIB_USIZE, "too-big");
     let d = Daemon::start(&["--prewarm", "none"]);
     let seen = run_client(
         &d,
@@ -423,22 +423,25 @@ fn each_limit_has_its_flag_and_openwhisks_answer() {
         reply.error_message(),
         format!("exec larger than allowed: {} > 1048576 bytes.", text.len())
     );
-    let reply = put_zip(&d, "zip", &random_bytes(MIB + 3));
+    let reply = put_zip(&d, "zip", &random_bytes(MIB_USIZE + 3));
     assert_eq!(reply.status, 413, "{}", reply.body);
     assert_eq!(
         reply.error_message(),
-        format!("exec larger than allowed: {} > 1048576 bytes.", MIB + 3)
+        format!(
+            "exec larger than allowed: {} > 1048576 bytes.",
+            MIB_USIZE + 3
+        )
     );
     // A body over --max-body, whatever it holds.
-    let body = vec![b' '; 2 * MIB + 1];
+    let body = vec![b' '; 2 * MIB_USIZE + 1];
     let reply = d.invoke_raw("echo", "blocking=true", &body);
     assert_eq!(reply.status, 413, "{}", reply.body);
     assert_eq!(
         reply.error_message(),
-        format!("The request content was malformed:\nEntityStreamSizeException: incoming entity size ({}) exceeded size limit (2097152 bytes)! This is the node's request-body limit (--max-body).", 2 * MIB + 1)
+        format!("The request content was malformed:\nEntityStreamSizeException: incoming entity size ({}) exceeded size limit (2097152 bytes)! This is the node's request-body limit (--max-body).", 2 * MIB_USIZE + 1)
     );
     let health = code_usage(&d);
-    assert_eq!(health["max_code_size"], MIB, "{health}");
+    assert_eq!(health["max_code_size"], MIB_USIZE, "{health}");
     d.stop();
 }
 

@@ -1,6 +1,7 @@
 //! Desiccant against the real daemon and runtimes: reclaiming frozen garbage from idle
 //! instances by hand and by the policy, a reclaim racing an invocation, and eager mode.
 
+use icebox_core::units::MIB;
 use icebox_integration::{paths, wait_for, Auth, Daemon, AUTH};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -154,7 +155,7 @@ fn the_policy_reclaims_when_the_pool_fills_up() {
     );
     let uss_after = event["memory"]["uss"].as_u64().unwrap();
     assert!(
-        uss_after < 64 << 20,
+        uss_after < 64 * MIB,
         "the reclaim freed the garbage: {event}"
     );
     // Nothing was evicted: reclaiming made room instead.

@@ -3,6 +3,7 @@
 //! open at shutdown, and the small routing/error-shape rules OpenWhisk clients rely on. Each
 //! test runs against a real iceboxd with default flags unless it says otherwise.
 
+use icebox_core::units::MIB_USIZE;
 use icebox_integration::{action_path, Auth, Daemon, AUTH};
 use serde_json::json;
 use std::io::{ErrorKind, Read, Write};
@@ -41,16 +42,15 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 fn raise_own_nofile() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: our own limits, valid struct.
-    unsafe {
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-        lim.rlim_cur = lim.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-    }
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let lim = getrlimit(Resource::Nofile);
+    let _ = setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: lim.maximum,
+            maximum: lim.maximum,
+        },
+    );
 }
 
 #[test]
@@ -123,7 +123,7 @@ fn unauthenticated_bodies_are_refused_before_they_are_read_into_memory() {
     let d = Daemon::start(&[]);
     let pid = d.pid();
     let before = rss_kib(pid);
-    let body = vec![b'x'; 5 << 20];
+    let body = vec![b'x'; 5 * MIB_USIZE];
     let base = d.base_url().to_string();
     let threads: Vec<_> = (0..200)
         .map(|_| {

@@ -2,6 +2,7 @@
 //! says so in health; a deleted icebox.db next to existing state is refused; out-of-range
 //! limits are a 400; the database is private to the daemon's user.
 
+use icebox_core::units::{KIB_USIZE, MIB};
 use icebox_integration::{refused_start, wait_for, Auth, Daemon, StateDir};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
@@ -55,7 +56,7 @@ impl Tmpfs {
         use std::io::Write;
         let path = self.0.join("filler");
         let mut f = std::fs::File::create(&path).expect("creating the filler");
-        let chunk = vec![0u8; 64 << 10];
+        let chunk = vec![0u8; 64 * KIB_USIZE];
         loop {
             match f.write(&chunk) {
                 Ok(0) => break,
@@ -281,7 +282,7 @@ fn a_damaged_registry_is_refused_at_start() {
 /// and metrics say so.
 #[test]
 fn the_registry_stays_within_its_byte_budget() {
-    const BUDGET: u64 = 24 << 20;
+    const BUDGET: u64 = 24 * MIB;
     // About 2.5 MiB of record each: 2 MiB of logs (in lines below the 16 KiB line bound)
     // and a 512 KiB result.
     const LOUD: &str = "def main(args):\n    for i in range(256):\n        print('l' * 8192)\n    return {'n': args['n'], 'r': 'r' * 524288}\n";

@@ -3,6 +3,7 @@
 //! the instance, and serve the next request from a fresh one.
 
 use icebox_integration::{wait_for, Daemon};
+use rustix::process::{kill_process, Pid, Signal};
 use serde_json::json;
 use std::time::Duration;
 
@@ -38,8 +39,9 @@ fn an_idle_instance_whose_runtime_is_killed_is_evicted_before_it_is_reused() {
         },
     );
     let runtime = *pids.last().expect("a pid");
-    // SAFETY: a process of the instance this test's daemon started, listed by that daemon.
-    unsafe { libc::kill(runtime, libc::SIGKILL) };
+    // A process of the instance this test's daemon started, listed by that daemon.
+    let runtime = Pid::from_raw(runtime).expect("the runtime's pid");
+    kill_process(runtime, Signal::KILL).expect("SIGKILL to the runtime");
     wait_for(
         "the dead instance to be evicted",
         Duration::from_secs(20),

@@ -2,6 +2,7 @@
 //! pause grace, thawed by the next invocation, evicted when its keep-alive expires or when
 //! another instance needs its place in the memory budget.
 
+use icebox_core::units::MIB;
 use icebox_integration::{leaks, paths, wait_for, Daemon};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -125,7 +126,7 @@ fn memory_budget_evicts_the_least_recently_used_instance() {
     );
     let memory = d.get_json("/icebox/v1/memory");
     assert_eq!(memory["charge_mode"], "limit");
-    assert_eq!(memory["charged"], 128 << 20, "{memory}");
+    assert_eq!(memory["charged"], 128 * MIB, "{memory}");
 
     let second = d
         .invoke("second", json!({}))
@@ -148,7 +149,7 @@ fn memory_budget_evicts_the_least_recently_used_instance() {
     wait_for(
         "the charge to drop to one instance",
         Duration::from_secs(20),
-        || (d.get_json("/icebox/v1/memory")["charged"] == 128 << 20).then_some(()),
+        || (d.get_json("/icebox/v1/memory")["charged"] == 128 * MIB).then_some(()),
     );
 
     let warm = d.invoke("second", json!({})).expect_success();

@@ -2,6 +2,7 @@
 //! `kill -9` with live instances leaves orphans that the next start removes before serving.
 
 use icebox_integration::{leaks, paths, wait_for, Daemon, StateDir};
+use rustix::process::{kill_process, Pid, Signal};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -312,8 +313,9 @@ fn every_202_id_has_a_record_after_kill_9() {
         // Its batch commits within milliseconds; more 202s meanwhile.
         std::thread::sleep(Duration::from_secs(1));
         killed.store(true, Ordering::SeqCst);
-        // SAFETY: SIGKILL to the daemon this test started (still running, not yet reaped).
-        unsafe { libc::kill(d.pid().cast_signed(), libc::SIGKILL) };
+        // The daemon this test started (still running, not yet reaped).
+        let pid = Pid::from_raw(d.pid().cast_signed()).expect("the daemon's pid");
+        kill_process(pid, Signal::KILL).expect("SIGKILL to the daemon");
     });
     d.kill9();
     let accepted = accepted.into_inner().unwrap();

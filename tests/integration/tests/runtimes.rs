@@ -1,6 +1,7 @@
 //! The three runtimes end to end through the CLI: deploy the examples with `icebox action
 //! create`, run them with `icebox action invoke --result`, hello and alloc with a parameter.
 
+use icebox_core::units::MIB;
 use icebox_integration::{paths, Daemon};
 use serde_json::Value;
 
@@ -67,7 +68,7 @@ fn python_hello_and_alloc() {
     );
     assert_eq!(alloc["requested_mb"], 16, "{alloc}");
     assert!(
-        alloc["allocated_bytes"].as_u64().unwrap() >= 16 << 20,
+        alloc["allocated_bytes"].as_u64().unwrap() >= 16 * MIB,
         "{alloc}"
     );
     d.stop();
@@ -90,7 +91,7 @@ fn nodejs_hello_and_alloc() {
     );
     assert_eq!(alloc["mb"], 16, "{alloc}");
     assert!(
-        alloc["heap_growth_bytes"].as_u64().unwrap() >= 16 << 20,
+        alloc["heap_growth_bytes"].as_u64().unwrap() >= 16 * MIB,
         "{alloc}"
     );
     d.stop();

@@ -2,6 +2,7 @@
 //! activations run in each mode, what the instances view shows, and that a misbehaving
 //! activation in a shared runtime fails alone.
 
+use icebox_core::units::MIB;
 use icebox_integration::{wait_for, Activation, Daemon};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -496,7 +497,7 @@ fn isolates_allocating_together_stay_within_the_instance_memory_limit() {
     let instances = instances_of(&d, "alloc");
     assert!(!instances.is_empty());
     for i in &instances {
-        assert!(i["memory"]["rss"].as_u64() < Some(256 << 20), "{i}");
+        assert!(i["memory"]["rss"].as_u64() < Some(256 * MIB), "{i}");
     }
 }
 

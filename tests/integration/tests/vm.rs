@@ -3,6 +3,7 @@
 //! instance, and nothing of a VM outlives the daemon, even one killed with SIGKILL.
 
 use icebox_integration::{paths, wait_for, Daemon, StateDir};
+use rustix::process::{kill_process, Pid, Signal};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -67,18 +68,15 @@ fn an_action_asking_for_vm_isolation_runs_in_its_own_vm() {
 }
 
 #[test]
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "a pid the daemon reported fits in pid_t"
-)]
 fn a_killed_qemu_ends_its_instance_and_the_next_invocation_starts_a_new_vm() {
     let d = Daemon::start(VM);
     deploy_vm(&d, "hv");
     let first = d.invoke("hv", json!({})).expect_success();
     let view = instance_of(&d, "hv").unwrap();
-    let qemu = view["pids"][0].as_u64().unwrap() as i32;
-    // SAFETY: a QEMU this test's daemon started (its pid from the daemon's own view).
-    unsafe { libc::kill(qemu, libc::SIGKILL) };
+    let qemu = i32::try_from(view["pids"][0].as_u64().unwrap()).unwrap();
+    // A QEMU this test's daemon started (its pid from the daemon's own view).
+    let qemu = Pid::from_raw(qemu).expect("QEMU's pid");
+    kill_process(qemu, Signal::KILL).expect("SIGKILL to QEMU");
     wait_for(
         "the instance to be evicted",
         Duration::from_secs(30),

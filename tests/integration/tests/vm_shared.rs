@@ -4,6 +4,7 @@
 //! makes a start evict idle instances and wait for their memory; nothing outlives a daemon
 //! killed with SIGKILL.
 
+use icebox_core::units::MIB;
 use icebox_integration::{wait_for, Daemon, StateDir};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -96,7 +97,7 @@ fn instances_of_an_action_share_one_vm_and_an_evicted_ones_partition_goes_back()
         .map(|v| detail(&event_of(&d, v["id"].as_str().unwrap(), "partition_plugged").unwrap()))
         .collect();
     assert_ne!(plugs[0]["partition"], plugs[1]["partition"], "{plugs:?}");
-    assert_eq!(plugs[0]["bytes"], 128 << 20);
+    assert_eq!(plugs[0]["bytes"], 128 * MIB);
 
     let gone = views[1]["id"].as_str().unwrap().to_string();
     evict(&d, &gone);

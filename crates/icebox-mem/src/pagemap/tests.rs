@@ -5,14 +5,14 @@ use super::*;
 use crate::pageout;
 use crate::testchild::TestChild;
 use crate::testswap::{without_swap, TestSwap};
-use std::time::{Duration, Instant};
-
 use icebox_core::units::MIB;
+use rustix::process::{kill_process, Pid, Signal};
+use std::time::{Duration, Instant};
 
 #[test]
 fn spans_bridge_small_gaps_only() {
-    let set = PageSet::from_ranges([(0, 4096), (8192, 12288), (10 << 20, 11 << 20)]);
-    assert_eq!(spans(&set, 2 << 20), vec![(0, 12288), (10 << 20, 11 << 20)]);
+    let set = PageSet::from_ranges([(0, 4096), (8192, 12288), (10 * MIB, 11 * MIB)]);
+    assert_eq!(spans(&set, 2 * MIB), vec![(0, 12288), (10 * MIB, 11 * MIB)]);
 }
 
 #[test]
@@ -120,8 +120,8 @@ fn a_process_that_is_gone_is_recognisable() {
 fn a_zombie_has_no_pages() {
     let mut child = TestChild::spawn();
     let pid = child.pid();
-    // SAFETY: signals our own child.
-    unsafe { libc::kill(pid.cast_signed(), libc::SIGKILL) };
+    let child_pid = Pid::from_raw(pid.cast_signed()).expect("the child's pid");
+    kill_process(child_pid, Signal::KILL).expect("SIGKILL to our child");
     // Not reaped yet: a zombie, its address space gone.
     std::thread::sleep(std::time::Duration::from_millis(100));
     match anon_pages(pid) {

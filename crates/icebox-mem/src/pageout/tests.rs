@@ -3,16 +3,19 @@
 
 use super::*;
 use crate::{file_mappings, mapped_files, pageout_candidates, smaps_rollup, FileMapping};
+use icebox_core::units::{MIB, MIB_USIZE};
+use rustix::process::{kill_process, waitpid, Pid, Signal, WaitOptions};
 use std::collections::HashSet;
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 const PAGE: usize = 4096;
-const FILE_BYTES: usize = 16 << 20;
+const FILE_BYTES: usize = 16 * MIB_USIZE;
 
 /// A 16 MiB file whose page `i` is filled with `fill(i)`, removed on drop. Written and synced
 /// so its page-cache pages are clean: the kernel does not drop dirty file pages on a page-out.
@@ -50,14 +53,11 @@ impl Drop for TestFile {
 
 /// A directory on a disk file system. tmpfs pages are swap-backed, not file-backed: without
 /// swap a page-out cannot drop them, so a tmpfs temp dir would not test anything.
+#[allow(clippy::unnecessary_cast)] // f_type's type differs between architectures.
 fn disk_dir() -> PathBuf {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     let tmp = std::env::temp_dir();
-    let c = CString::new(tmp.as_os_str().as_bytes()).unwrap();
-    // SAFETY: statfs is integers and an integer array: all zero bytes is a valid value.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid C string and `fs` a properly sized out-parameter.
-    if unsafe { libc::statfs(c.as_ptr(), &mut fs) } == 0 && fs.f_type as i64 != TMPFS_MAGIC {
+    if rustix::fs::statfs(&tmp).is_ok_and(|fs| fs.f_type as i64 != TMPFS_MAGIC) {
         return tmp;
     }
     std::env::current_exe()
@@ -87,7 +87,7 @@ impl Mapper {
         assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
         if pid == 0 {
             // SAFETY: the forked child, which mapper_child requires; path and descriptors are valid.
-            unsafe { mapper_child(&path, p2c_r.as_raw_fd(), c2p_w.as_raw_fd()) }
+            unsafe { mapper_child(&path, p2c_r.as_fd(), c2p_w.as_fd()) }
         }
         let m = Mapper {
             pid,
@@ -104,18 +104,15 @@ impl Mapper {
     }
 
     fn reply(&self) -> u8 {
-        let mut b = 0u8;
-        // SAFETY: `b` has room for the one byte read.
-        let n = unsafe { libc::read(self.from_child.as_raw_fd(), (&mut b as *mut u8).cast(), 1) };
-        assert_eq!(n, 1, "child did not reply: {}", io::Error::last_os_error());
-        b
+        let mut b = [0u8];
+        let n = rustix::io::read(&self.from_child, &mut b);
+        assert_eq!(n, Ok(1), "child did not reply");
+        b[0]
     }
 
     /// Has the child read every page; panics if any content was wrong.
     fn touch(&self) {
-        // SAFETY: a one-byte static buffer.
-        let n = unsafe { libc::write(self.to_child.as_raw_fd(), b"t".as_ptr().cast(), 1) };
-        assert_eq!(n, 1);
+        assert_eq!(rustix::io::write(&self.to_child, b"t"), Ok(1));
         assert_eq!(
             self.reply(),
             b'd',
@@ -130,75 +127,77 @@ impl Mapper {
         found.unwrap_or_else(|| panic!("test file (inode {}) not mapped: {all:#?}", self.inode))
     }
 
+    fn child(&self) -> Pid {
+        Pid::from_raw(self.pid).expect("a forked child's pid")
+    }
+
     fn stop(&self) {
-        // SAFETY: signals our own child.
-        assert_eq!(unsafe { libc::kill(self.pid, libc::SIGSTOP) }, 0);
-        let mut status = 0;
+        kill_process(self.child(), Signal::STOP).expect("SIGSTOP to our child");
         // WUNTRACED returns once the child has actually stopped.
-        assert_eq!(
-            // SAFETY: waits for our own child; `status` is a valid out-parameter.
-            unsafe { libc::waitpid(self.pid, &mut status, libc::WUNTRACED) },
-            self.pid
-        );
-        assert!(libc::WIFSTOPPED(status), "status {status:#x}");
+        let (pid, status) = waitpid(Some(self.child()), WaitOptions::UNTRACED)
+            .expect("waitpid")
+            .expect("a status");
+        assert_eq!(pid, self.child());
+        assert!(status.stopped(), "status {:#x}", status.as_raw());
     }
 
     fn resume(&self) {
-        // SAFETY: signals our own child.
-        assert_eq!(unsafe { libc::kill(self.pid, libc::SIGCONT) }, 0);
+        kill_process(self.child(), Signal::CONT).expect("SIGCONT to our child");
     }
 }
 
 impl Drop for Mapper {
+    /// Kills and reaps our own child.
     fn drop(&mut self) {
-        // SAFETY: kills and reaps our own child; a null status pointer is allowed.
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
-        }
+        let _ = kill_process(self.child(), Signal::KILL);
+        let _ = waitpid(Some(self.child()), WaitOptions::empty());
     }
 }
 
 /// Runs in the forked child; never returns. Replies 'r' once mapped, then 'd' (contents
 /// right) or 'x' (wrong) to each request to read the mapping; exits when the parent is gone.
-unsafe fn mapper_child(path: &CString, from_parent: i32, to_parent: i32) -> ! {
-    let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-    if fd < 0 {
+/// rustix's open, read and write are bare syscalls, safe after fork.
+unsafe fn mapper_child(
+    path: &CString,
+    from_parent: BorrowedFd<'_>,
+    to_parent: BorrowedFd<'_>,
+) -> ! {
+    let Ok(fd) = rustix::fs::open(
+        path.as_c_str(),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) else {
         libc::_exit(1);
-    }
+    };
     let flags = libc::MAP_PRIVATE;
     let p = libc::mmap(
         std::ptr::null_mut(),
         FILE_BYTES,
         libc::PROT_READ,
         flags,
-        fd,
+        fd.as_raw_fd(),
         0,
     );
-    libc::close(fd);
+    drop(fd);
     if p == libc::MAP_FAILED {
         libc::_exit(2);
     }
-    libc::write(to_parent, b"r".as_ptr().cast(), 1);
-    let mut b = 0u8;
-    while libc::read(from_parent, (&mut b as *mut u8).cast(), 1) == 1 {
+    let _ = rustix::io::write(to_parent, b"r");
+    let mut b = [0u8];
+    while rustix::io::read(from_parent, &mut b) == Ok(1) {
         let mut ok = true;
         for page in 0..FILE_BYTES / PAGE {
             let first = std::ptr::read_volatile(p.cast::<u8>().add(page * PAGE));
             let last = std::ptr::read_volatile(p.cast::<u8>().add(page * PAGE + PAGE - 1));
             ok &= first == fill(page) && last == fill(page);
         }
-        libc::write(to_parent, if ok { b"d" } else { b"x" }.as_ptr().cast(), 1);
+        let _ = rustix::io::write(to_parent, if ok { b"d" } else { b"x" });
     }
     libc::_exit(0)
 }
 
 fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into `fds`, which has room for two.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: both descriptors are new, open, and owned by nothing else.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe2")
 }
 
 fn no_exclude() -> HashSet<(String, u64)> {
@@ -414,7 +413,7 @@ struct NodeMeasurement {
 
 impl NodeMeasurement {
     fn print(&self, what: &str) {
-        let mb = |b: u64| b as f64 / f64::from(1 << 20);
+        let mb = |b: u64| b as f64 / MIB as f64;
         eprintln!(
             "{what}: USS {:.1} → {:.1} MB; private clean file pages {:.1} → {:.1} MB; {:?}",
             mb(self.uss_before),
@@ -508,7 +507,7 @@ fn node_with_its_own_binary_drops_most_of_its_file_pages() {
 
     let m = measure_node(&copy).unwrap();
     m.print("node (own binary)");
-    assert!(m.clean_before >= 16 << 20, "few private file pages: {m:?}");
+    assert!(m.clean_before >= 16 * MIB, "few private file pages: {m:?}");
     assert!(m.clean_after <= m.clean_before / 4, "{m:?}");
     let freed = m.clean_before - m.clean_after;
     assert!(

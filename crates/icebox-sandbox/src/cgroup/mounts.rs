@@ -3,9 +3,7 @@
 //! may be its own hierarchy or co-mounted as `cpu,cpuacct`).
 
 use icebox_core::proc_text::unescape_octal;
-use std::ffi::CString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,13 +68,7 @@ pub(crate) fn unified_mount(mounts: &[Mount], base: &Path) -> Option<PathBuf> {
 
 /// The file-system type of `path` (statfs `f_type`).
 pub(crate) fn fs_magic(path: &Path) -> io::Result<i64> {
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
-    // SAFETY: statfs is integers and an integer array: all zero bytes is a valid value.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid C string and `st` a properly sized out-parameter.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let st = rustix::fs::statfs(path)?;
     #[allow(clippy::unnecessary_cast)] // f_type's type differs between architectures.
     Ok(st.f_type as i64)
 }
@@ -87,11 +79,7 @@ pub(crate) const CGROUP2_MAGIC: i64 = libc::CGROUP2_SUPER_MAGIC as i64;
 /// Whether this process may create cgroups under `dir` (a read-only cgroupfs, as containers
 /// often get, fails this even for root).
 pub(crate) fn writable(dir: &Path) -> bool {
-    let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: valid C string; access(2) only reads it.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    rustix::fs::access(dir, rustix::fs::Access::WRITE_OK).is_ok()
 }
 
 #[cfg(test)]

@@ -116,11 +116,11 @@ pub fn fork_into(files: &[CString], body: impl FnOnce() -> i32) -> libc::pid_t {
 
 /// Reaps `pid`; returns its raw wait status.
 pub fn wait_status(pid: libc::pid_t) -> i32 {
-    let mut status = 0;
-    // SAFETY: plain syscall on our own child.
-    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(r, pid, "waitpid: {}", std::io::Error::last_os_error());
-    status
+    let child = rustix::process::Pid::from_raw(pid).expect("a child's pid");
+    match rustix::process::waitpid(Some(child), rustix::process::WaitOptions::empty()) {
+        Ok(Some((reaped, status))) if reaped == child => status.as_raw(),
+        other => panic!("waitpid({pid}): {other:?}"),
+    }
 }
 
 /// The line of /proc/PID/cgroup for `controller` (`""` selects the cgroup2 line `0::/…`).

@@ -2,10 +2,10 @@
 
 use super::test_support::*;
 use super::*;
+use icebox_core::units::{MIB, MIB_USIZE};
 use std::fs;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::process::ExitStatusExt;
-
-use icebox_core::units::MIB;
 
 fn read(dir: &Path, file: &str) -> String {
     fs::read_to_string(dir.join(file))
@@ -144,7 +144,7 @@ fn memory_limit_oom_kills_and_is_counted() {
         )
         .unwrap();
     assert_eq!(cg.oom_kills(), 0);
-    let pid = fork_into(&cg.procs_files(), || allocate_and_touch(200 << 20));
+    let pid = fork_into(&cg.procs_files(), || allocate_and_touch(200 * MIB_USIZE));
     let status = wait_status(pid);
     assert!(
         libc::WIFSIGNALED(status),
@@ -162,27 +162,24 @@ fn memory_limit_oom_kills_and_is_counted() {
     clippy::cast_sign_loss,
     reason = "an errno fits in a byte"
 )]
-fn fork_until_refused(report: i32) -> i32 {
+fn fork_until_refused(report: BorrowedFd<'_>) -> i32 {
     let mut forks: u8 = 0;
     let errno = loop {
-        // SAFETY: fork/pause/write/_exit only.
+        // SAFETY: the child only calls pause, an async-signal-safe syscall, until it is killed.
         match unsafe { libc::fork() } {
             0 => loop {
-                // SAFETY: pause only waits for a signal.
-                unsafe { libc::pause() };
+                rustix::event::pause();
             },
-            // SAFETY: __errno_location points at this thread's errno, valid for its life.
-            -1 => break unsafe { *libc::__errno_location() },
+            // Reading errno allocates nothing.
+            -1 => break std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
             _ if forks == 100 => break 0,
             _ => forks += 1,
         }
     };
     let msg = [forks, errno as u8];
-    // SAFETY: `msg` is two readable bytes that outlive the call.
-    unsafe { libc::write(report, msg.as_ptr().cast(), 2) };
+    let _ = rustix::io::write(report, &msg);
     loop {
-        // SAFETY: pause only waits for a signal.
-        unsafe { libc::pause() };
+        rustix::event::pause();
     }
 }
 
@@ -199,17 +196,12 @@ fn pids_limit_makes_fork_fail() {
             },
         )
         .unwrap();
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into `fds`, which has room for two.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    let pid = fork_into(&cg.procs_files(), || fork_until_refused(fds[1]));
-    // SAFETY: closes the write end this test opened and uses no more.
-    unsafe { libc::close(fds[1]) };
+    let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let pid = fork_into(&cg.procs_files(), || fork_until_refused(writer.as_fd()));
+    drop(writer);
     let mut msg = [0u8; 2];
-    // SAFETY: `msg` has room for the two bytes read.
-    let n = unsafe { libc::read(fds[0], msg.as_mut_ptr().cast(), 2) };
-    // SAFETY: closes the read end this test opened and uses no more.
-    unsafe { libc::close(fds[0]) };
+    let n = rustix::io::read(&reader, &mut msg).unwrap_or(0);
+    drop(reader);
     assert_eq!(
         n, 2,
         "the forking child did not report (JOIN_FAILED={JOIN_FAILED})"

@@ -3,6 +3,7 @@
 
 use super::test_support::*;
 use super::*;
+use icebox_core::units::MIB;
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
 
@@ -24,7 +25,7 @@ fn join_freeze_thaw_kill_remove() {
     let scratch = Scratch::new(root.clone());
     let rel = scratch.rel("inst-1");
     let limits = CgroupLimits {
-        memory_bytes: Some(64 << 20),
+        memory_bytes: Some(64 * MIB),
         pids_max: Some(32),
         cpu_weight: Some(200),
     };
@@ -48,7 +49,7 @@ fn join_freeze_thaw_kill_remove() {
     if available.iter().any(|c| c == "memory") {
         assert_eq!(
             fs::read_to_string(dir.join("memory.max")).unwrap().trim(),
-            (64u64 << 20).to_string()
+            (64 * MIB).to_string()
         );
     }
     if available.iter().any(|c| c == "pids") {

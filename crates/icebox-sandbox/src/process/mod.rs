@@ -25,6 +25,7 @@ use crate::{InstanceSpec, Sandbox, SandboxBackend, SandboxError, Snapshots};
 use anyhow::Context;
 use async_trait::async_trait;
 pub use icebox_snap::criu::Criu;
+use rustix::process::{kill_process_group, Pid, Signal};
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -439,8 +440,8 @@ fn kill_orphan_process_group(dir: &Path) {
     let ours = environ
         .split(|b| *b == 0)
         .any(|var| var == marker.as_bytes());
-    if pgid > 1 && ours {
-        // SAFETY: signalling a process group this daemon created in an earlier run.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    // A process group this daemon created in an earlier run.
+    if let Some(pgid) = (ours && pgid > 1).then_some(pgid).and_then(Pid::from_raw) {
+        let _ = kill_process_group(pgid, Signal::KILL);
     }
 }

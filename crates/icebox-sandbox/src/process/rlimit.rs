@@ -4,31 +4,26 @@
 //! both (docs/reliability.md).
 
 /// What an instance gets unless the daemon chooses: OpenWhisk's fixed `--ulimit nofile=1024`.
+use rustix::io::Errno;
+use rustix::process::{prlimit, Pid, Resource, Rlimit};
 pub const DEFAULT_NOFILE: u64 = 1024;
 
 /// Lowers (or raises) RLIMIT_NOFILE of running processes: a process restored from a snapshot
 /// carries the limit it was dumped with, which may be another daemon's. Processes gone
 /// meanwhile are skipped; a lower limit leaves the files already open alone.
 pub fn set_nofile(pids: &[u32], nofile: u64) -> std::io::Result<()> {
-    let limit = libc::rlimit {
-        rlim_cur: nofile,
-        rlim_max: nofile,
+    let limit = Rlimit {
+        current: Some(nofile),
+        maximum: Some(nofile),
     };
     for &pid in pids {
-        // SAFETY: prlimit with a valid struct and no old-limit pointer.
-        let rc = unsafe {
-            libc::prlimit(
-                pid.cast_signed(),
-                libc::RLIMIT_NOFILE,
-                &limit,
-                std::ptr::null_mut(),
-            )
+        // Pid 0 would be this process: the daemon's own limit is not an instance's.
+        let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+            continue;
         };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::ESRCH) {
-                return Err(e);
-            }
+        match prlimit(Some(pid), Resource::Nofile, limit) {
+            Ok(_) | Err(Errno::SRCH) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())

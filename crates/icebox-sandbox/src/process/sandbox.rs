@@ -9,6 +9,7 @@ use crate::ExitLatch;
 use crate::{ExitCause, InstanceSpec, Sandbox};
 use async_trait::async_trait;
 use icebox_core::MemoryStats;
+use rustix::process::{kill_process_group, Pid, Signal};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -174,12 +175,13 @@ impl ProcessSandbox {
         self.exit.set(cause);
     }
 
-    fn signal_group(&self, signal: i32) -> std::io::Result<()> {
+    /// Signals the process group this sandbox created.
+    fn signal_group(&self, signal: Signal) -> std::io::Result<()> {
         if let Isolation::ProcessGroup { pgid } = &self.isolation {
-            // SAFETY: signalling the process group this sandbox created.
-            if unsafe { libc::kill(-*pgid, signal) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            let pgid = Pid::from_raw(*pgid).ok_or_else(|| {
+                std::io::Error::other(format!("process group {pgid} is not a process group id"))
+            })?;
+            kill_process_group(pgid, signal)?;
         }
         Ok(())
     }
@@ -222,14 +224,14 @@ impl Sandbox for ProcessSandbox {
     fn freeze(&self) -> std::io::Result<()> {
         match self.cgroup() {
             Some(cgroup) => cgroup.freeze(),
-            None => self.signal_group(libc::SIGSTOP),
+            None => self.signal_group(Signal::STOP),
         }
     }
 
     fn thaw(&self) -> std::io::Result<()> {
         match self.cgroup() {
             Some(cgroup) => cgroup.thaw(),
-            None => self.signal_group(libc::SIGCONT),
+            None => self.signal_group(Signal::CONT),
         }
     }
 
@@ -273,9 +275,9 @@ impl Sandbox for ProcessSandbox {
                 }
             }
             Isolation::ProcessGroup { .. } => {
-                let _ = self.signal_group(libc::SIGKILL);
+                let _ = self.signal_group(Signal::KILL);
                 // A stopped group must be continued for the SIGKILL to be delivered promptly.
-                let _ = self.signal_group(libc::SIGCONT);
+                let _ = self.signal_group(Signal::CONT);
             }
         }
         // The pager goes after the processes: a task left without it would read zeros.

@@ -1,6 +1,7 @@
 //! What one simulation run models: the cluster, and the policies it runs.
 
 use anyhow::{bail, Result};
+use icebox_core::units::MIB;
 use icebox_policy::placement::PlacementPolicy;
 use icebox_policy::{DesiccantConfig, EvictOrder, HybridConfig, SharingMode};
 use serde::Serialize;
@@ -117,7 +118,7 @@ impl SimConfig {
         let size = if self.node_memory.is_multiple_of(GIB) {
             format!("{}GiB", self.node_memory / GIB)
         } else {
-            format!("{}MiB", self.node_memory >> 20)
+            format!("{}MiB", self.node_memory / MIB)
         };
         format!(
             "{} {} {} {size}",

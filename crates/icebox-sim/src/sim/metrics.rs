@@ -191,6 +191,8 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // The module's own `GIB` is a float.
+    use icebox_core::units;
 
     #[test]
     fn percentiles_and_averages() {
@@ -198,10 +200,13 @@ mod tests {
             invocations: 100,
             cold_starts: 5,
             latencies_ms: (1..=100).map(|x| x as f32).collect(),
-            memory_byte_ms: (2 * (1u128 << 30)) * 10_000,
+            memory_byte_ms: (2 * u128::from(units::GIB)) * 10_000,
             node_invocations: vec![60, 40],
             node_cold_starts: vec![1, 4],
-            node_memory_byte_ms: vec![(1u128 << 30) * 10_000, (1u128 << 30) * 10_000],
+            node_memory_byte_ms: vec![
+                u128::from(units::GIB) * 10_000,
+                u128::from(units::GIB) * 10_000,
+            ],
             ..Counters::default()
         };
         let m = Metrics::from_counters(c, &["n1".into(), "n2".into()], 10_000, 0, 0.5);

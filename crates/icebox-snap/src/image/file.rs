@@ -3,6 +3,7 @@
 //! little-endian u32 length followed by one protobuf message. pages-*.img files have no
 //! framing: they are raw pages.
 
+use icebox_core::units::MIB_USIZE;
 use prost::Message;
 use std::io::{self, Write};
 use std::path::Path;
@@ -13,7 +14,7 @@ pub const PAGEMAP_MAGIC: u32 = 0x5608_4025;
 pub const MM_MAGIC: u32 = 0x5749_2820;
 
 /// Largest entry accepted: a corrupt length must not make us allocate gigabytes.
-const MAX_ENTRY: usize = 16 << 20;
+const MAX_ENTRY: usize = 16 * MIB_USIZE;
 
 fn invalid(path: &Path, why: impl std::fmt::Display) -> io::Error {
     io::Error::new(

@@ -10,8 +10,9 @@ use super::stats::{By, PagerStats};
 use super::uffd::{self, Fill, Msg};
 use crate::loadset_file::TouchedPage;
 use crate::PAGE_SIZE;
+use rustix::event::epoll;
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -73,36 +74,25 @@ impl Core {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn watch(&self, fd: i32, token: u64) -> std::io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: token,
-        };
-        // SAFETY: adds an open fd to our epoll instance.
-        let rc =
-            unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+    pub fn watch(&self, fd: BorrowedFd<'_>, token: u64) -> std::io::Result<()> {
+        epoll::add(
+            &self.epoll,
+            fd,
+            epoll::EventData::new_u64(token),
+            epoll::EventFlags::IN,
+        )?;
         Ok(())
     }
 
-    fn unwatch(&self, fd: i32) {
-        // SAFETY: removes an fd from our epoll instance (an error only means it was not there).
-        unsafe {
-            libc::epoll_ctl(
-                self.epoll.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                fd,
-                std::ptr::null_mut(),
-            )
-        };
+    fn unwatch(&self, fd: BorrowedFd<'_>) {
+        // An error only means it was not there.
+        let _ = epoll::delete(&self.epoll, fd);
     }
 
     /// A new address space: registered for events before anyone can fault in it.
     pub fn add_space(&self, st: &mut State, space: Space) -> std::io::Result<usize> {
         let id = st.spaces.len();
-        self.watch(space.fd.as_raw_fd(), TOKEN_SPACE + id as u64)?;
+        self.watch(space.fd.as_fd(), TOKEN_SPACE + id as u64)?;
         st.spaces.push(Some(space));
         st.stats.spaces += 1;
         Ok(id)
@@ -110,7 +100,7 @@ impl Core {
 
     fn mark_gone(&self, st: &mut State, id: usize) {
         if let Some(space) = st.spaces[id].take() {
-            self.unwatch(space.fd.as_raw_fd());
+            self.unwatch(space.fd.as_fd());
             st.stats.spaces_gone += 1;
         }
         st.queue.retain(|(s, _)| *s != id);
@@ -404,10 +394,8 @@ impl Core {
 }
 
 fn set_nonblocking_cloexec(fd: &OwnedFd) {
-    // SAFETY: fcntl on an fd we own.
-    unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
-        libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
+    if let Ok(flags) = rustix::fs::fcntl_getfl(fd) {
+        let _ = rustix::fs::fcntl_setfl(fd, flags | rustix::fs::OFlags::NONBLOCK);
     }
+    let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
 }

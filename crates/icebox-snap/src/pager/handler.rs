@@ -8,8 +8,11 @@ use super::socket;
 use super::source::TaskSource;
 use crate::loadset_file;
 use crate::PAGE_SIZE;
+use rustix::buffer::spare_capacity;
+use rustix::event::{epoll, Timespec};
+use rustix::io::Errno;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 
@@ -17,8 +20,7 @@ use std::sync::atomic::Ordering;
 /// them until stopped or until every address space is gone.
 #[expect(
     clippy::cast_possible_truncation,
-    clippy::cast_possible_wrap,
-    reason = "the epoll event buffer is small and fixed; u64 to usize is lossless on the 64-bit targets icebox builds for"
+    reason = "u64 to usize is lossless on the 64-bit targets icebox builds for"
 )]
 pub(super) fn handle(
     core: &Core,
@@ -26,49 +28,45 @@ pub(super) fn handle(
     reap_plan: &[loadset_file::IndexRegion],
 ) -> io::Result<()> {
     let mut conn: Option<UnixStream> = None;
-    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+    let mut events: Vec<epoll::Event> = Vec::with_capacity(64);
     loop {
-        let (idle_ms, finished) = {
+        let (timeout, finished) = {
             let st = core.lock();
             if st.failed.is_some() {
                 return Ok(());
             }
             let wait = if !st.queue.is_empty() {
-                1
+                Some(Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 1_000_000,
+                })
             } else if st.finished {
-                1000
+                Some(Timespec {
+                    tv_sec: 1,
+                    tv_nsec: 0,
+                })
             } else {
-                -1
+                None
             };
             (wait, st.finished)
         };
-        // SAFETY: waits on our epoll fd into a buffer of the given length.
-        let n = unsafe {
-            libc::epoll_wait(
-                core.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as i32,
-                idle_ms,
-            )
-        };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(err);
+        events.clear();
+        match epoll::wait(&core.epoll, spare_capacity(&mut events), timeout.as_ref()) {
+            Ok(_) => {}
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
         if core.stop.load(Ordering::SeqCst) {
             return Ok(());
         }
-        for ev in &events[..n.unsigned_abs() as usize] {
-            match ev.u64 {
+        for ev in &events {
+            match ev.data.u64() {
                 TOKEN_STOP => return Ok(()),
                 TOKEN_LISTEN => {
                     if conn.is_none() {
                         if let Ok((stream, _)) = listener.accept() {
                             stream.set_nonblocking(false)?;
-                            core.watch(stream.as_raw_fd(), TOKEN_CONN)?;
+                            core.watch(stream.as_fd(), TOKEN_CONN)?;
                             conn = Some(stream);
                         }
                     }
@@ -105,7 +103,7 @@ pub(super) fn handle(
         if !st.queue.is_empty() {
             core.serve_queue(&mut st);
         }
-        if finished && n == 0 {
+        if finished && events.is_empty() {
             core.reap_gone(&mut st);
             if core.live_spaces(&st) == 0 {
                 return Ok(());

@@ -25,9 +25,10 @@ use crate::checksum::FileSums;
 use crate::image;
 use crate::loadset_file::{self, TouchedPage};
 use crate::PAGE_SIZE;
+use rustix::event::{epoll, eventfd, EventfdFlags};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
@@ -152,19 +153,8 @@ impl Pager {
 
         let listener = socket::listen(&config.work_dir)?;
         listener.set_nonblocking(true)?;
-        // SAFETY: plain syscalls creating new fds, checked below.
-        let (epoll, stop_fd) = unsafe {
-            (
-                libc::epoll_create1(libc::EPOLL_CLOEXEC),
-                libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK),
-            )
-        };
-        if epoll < 0 || stop_fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: both fds were just created and are owned here.
-        let (epoll, stop_fd) =
-            unsafe { (OwnedFd::from_raw_fd(epoll), OwnedFd::from_raw_fd(stop_fd)) };
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let stop_fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
         let core = Arc::new(Core {
             state: Mutex::new(State {
                 record,
@@ -181,8 +171,8 @@ impl Pager {
             fault_pages,
             probe_addr: probe_addr(),
         });
-        core.watch(core.stop_fd.as_raw_fd(), TOKEN_STOP)?;
-        core.watch(listener.as_raw_fd(), TOKEN_LISTEN)?;
+        core.watch(core.stop_fd.as_fd(), TOKEN_STOP)?;
+        core.watch(listener.as_fd(), TOKEN_LISTEN)?;
 
         // The loading set is read into the page cache while criu restores (criu's work is
         // mostly CPU, not our files): the loader then installs pages without waiting for the
@@ -287,15 +277,7 @@ impl Pager {
     /// are closed, a task's missing pages would read as zeros. Idempotent.
     pub fn stop(&self) {
         self.core.stop.store(true, Ordering::SeqCst);
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes to our eventfd.
-        unsafe {
-            libc::write(
-                self.core.stop_fd.as_raw_fd(),
-                (&one as *const u64).cast(),
-                8,
-            )
-        };
+        let _ = rustix::io::write(&self.core.stop_fd, &1u64.to_ne_bytes());
         self.core.changed.notify_all();
         let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *self.threads.lock().unwrap());
         for t in threads {

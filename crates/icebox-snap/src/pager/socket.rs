@@ -4,8 +4,11 @@
 //! zombie is a negative pid with no fd. When the restore is complete it sends the u32
 //! `RESTORE_FINISHED`. Pids never reach that value, so the two cannot be confused.
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use rustix::io::Errno;
+use rustix::net::{recv, recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+use std::io::{self, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 
@@ -43,26 +46,15 @@ pub fn next(conn: &UnixStream) -> io::Result<Hello> {
     let mut word = [0u8; 4];
     let mut got = 0;
     while got < 4 {
-        // SAFETY: reads into the rest of a local buffer.
-        let n = unsafe {
-            libc::recv(
-                conn.as_raw_fd(),
-                word[got..].as_mut_ptr().cast(),
-                4 - got,
-                0,
-            )
+        let n = match recv(conn, &mut word[got..], RecvFlags::empty()) {
+            Ok((n, _)) => n,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         };
         if n == 0 {
             return Ok(Hello::Closed);
         }
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(err);
-        }
-        got += n.cast_unsigned();
+        got += n;
     }
     let value = u32::from_ne_bytes(word);
     if value == RESTORE_FINISHED {
@@ -72,63 +64,43 @@ pub fn next(conn: &UnixStream) -> io::Result<Hello> {
     if pid <= 0 {
         return Ok(Hello::Zombie);
     }
-    let uffd = recv_fd(conn.as_raw_fd())?;
+    let uffd = recv_fd(conn.as_fd())?;
     Ok(Hello::Task {
         pid: pid.cast_unsigned(),
         uffd,
     })
 }
 
-fn recv_fd(sock: RawFd) -> io::Result<OwnedFd> {
+fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let received = loop {
+        // CLOEXEC keeps the fd out of children.
+        match recvmsg(
+            sock,
+            &mut [IoSliceMut::new(&mut byte)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Err(Errno::INTR) => continue,
+            r => break r?,
+        }
     };
-    // Room for one SCM_RIGHTS fd, aligned for cmsghdr.
-    let mut control = [0u64; 4];
-    // SAFETY: msghdr is plain data; zeroed is a valid empty value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control);
-    loop {
-        // SAFETY: msg points at live local buffers; CLOEXEC keeps the fd out of children.
-        let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(err);
-        }
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "criu closed the lazy-pages socket before sending a userfaultfd",
-            ));
-        }
-        break;
+    if received.bytes == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "criu closed the lazy-pages socket before sending a userfaultfd",
+        ));
     }
-    // SAFETY: walking the control buffer the kernel filled, with the libc macros.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null()
-            || (*cmsg).cmsg_level != libc::SOL_SOCKET
-            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "criu sent no userfaultfd",
-            ));
-        }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
-        let owned = OwnedFd::from_raw_fd(fd);
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(owned)
-    }
+    let fd = control
+        .drain()
+        .find_map(|msg| match msg {
+            RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+            _ => None,
+        })
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "criu sent no userfaultfd"))?;
+    let flags = rustix::fs::fcntl_getfl(&fd)?;
+    rustix::fs::fcntl_setfl(&fd, flags | rustix::fs::OFlags::NONBLOCK)?;
+    Ok(fd)
 }

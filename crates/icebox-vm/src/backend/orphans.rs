@@ -3,6 +3,7 @@
 //! line naming the directory).
 
 use crate::qemu::VmMarker;
+use rustix::process::{kill_process, Pid, Signal};
 use std::path::Path;
 use std::time::Duration;
 
@@ -14,8 +15,10 @@ pub async fn kill_recorded(dir: &Path) {
     if !marker.is_alive_and_ours() {
         return;
     }
-    // SAFETY: signalling a process just verified to be this VM's QEMU.
-    unsafe { libc::kill(marker.pid.cast_signed(), libc::SIGKILL) };
+    // A process just verified to be this VM's QEMU.
+    if let Some(pid) = Pid::from_raw(marker.pid.cast_signed()) {
+        let _ = kill_process(pid, Signal::KILL);
+    }
     for _ in 0..500 {
         if !marker.is_alive_and_ours() {
             return;

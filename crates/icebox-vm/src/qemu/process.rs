@@ -3,7 +3,7 @@
 //! it ([`VmMarker`]).
 
 use serde::{Deserialize, Serialize};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -117,16 +117,7 @@ impl QemuProcess {
 
     /// SIGKILL through the pidfd: a no-op once QEMU is gone, whatever now has its pid.
     pub fn kill(&self) {
-        // SAFETY: pidfd_send_signal with a pidfd we own.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                self.pidfd.as_raw_fd(),
-                libc::SIGKILL,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
+        let _ = rustix::process::pidfd_send_signal(&self.pidfd, rustix::process::Signal::KILL);
     }
 
     /// Kill and wait (bounded) until it has exited.
@@ -136,16 +127,13 @@ impl QemuProcess {
     }
 }
 
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "a descriptor the kernel returned (checked non-negative above) fits in an int"
-)]
 fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.cast_signed(), 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a new fd nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| std::io::Error::from(rustix::io::Errno::SRCH))?;
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
 }

@@ -2,6 +2,7 @@
 //! partitions, of which some are being released. A start reserves its partition here first
 //! and waits, boundedly, for releases in flight when the budget is full.
 
+use icebox_core::units::MIB;
 use icebox_sandbox_api::MemoryBudget;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -80,7 +81,7 @@ impl Budget {
 
     /// Take `bytes` for a partition, waiting until `deadline` for releases to make room.
     pub async fn reserve(&self, bytes: u64, deadline: Instant) -> Result<(), BudgetError> {
-        let mib = |b: u64| b >> 20;
+        let mib = |b: u64| b / MIB;
         if let Some(limit) = self.limit {
             if bytes > limit {
                 return Err(BudgetError::TooLarge {
@@ -141,9 +142,8 @@ impl Budget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::GIB;
     use std::sync::Arc;
-
-    use icebox_core::units::MIB;
 
     #[tokio::test]
     async fn a_reservation_waits_for_a_release_then_proceeds() {
@@ -205,8 +205,8 @@ mod tests {
     #[tokio::test]
     async fn without_a_limit_everything_fits_and_is_still_counted() {
         let b = Budget::new(None);
-        b.reserve(64 << 30, Instant::now()).await.unwrap();
+        b.reserve(64 * GIB, Instant::now()).await.unwrap();
         assert_eq!(b.snapshot(), None);
-        assert_eq!(b.usage(), (64 << 30, 0));
+        assert_eq!(b.usage(), (64 * GIB, 0));
     }
 }

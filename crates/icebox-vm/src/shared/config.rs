@@ -148,8 +148,8 @@ mod tests {
     #[test]
     fn partitions_are_limits_rounded_to_blocks() {
         let c = SharedConfig::new(Path::new("/s"), Path::new("/i"));
-        assert_eq!(c.partition_bytes(256 << 20), 256 << 20);
-        assert_eq!(c.partition_bytes((256 << 20) + 1), 258 << 20);
-        assert_eq!(c.partition_bytes(0), 2 << 20);
+        assert_eq!(c.partition_bytes(256 * MIB), 256 * MIB);
+        assert_eq!(c.partition_bytes((256 * MIB) + 1), 258 * MIB);
+        assert_eq!(c.partition_bytes(0), 2 * MIB);
     }
 }

@@ -43,6 +43,7 @@ pub fn process_region_rss(pid: u32, size: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::{GIB, MIB};
 
     const SMAPS: &str = "\
 7f03f3800000-7f0413a00000 rw-p 00000000 00:00 0 
@@ -60,14 +61,14 @@ Rss:                 100 kB
 
     #[test]
     fn the_region_of_a_size_is_found_and_executable_ones_are_not_guest_ram() {
-        assert_eq!(region_rss(SMAPS, 512 << 20), Some(64 << 20));
-        assert_eq!(region_rss(SMAPS, 514 << 20), Some(2 << 20));
-        assert_eq!(region_rss(SMAPS, 1 << 30), None);
+        assert_eq!(region_rss(SMAPS, 512 * MIB), Some(64 * MIB));
+        assert_eq!(region_rss(SMAPS, 514 * MIB), Some(2 * MIB));
+        assert_eq!(region_rss(SMAPS, GIB), None);
     }
 
     #[test]
     fn two_regions_of_one_size_are_ambiguous() {
         let doubled = SMAPS.replace("7f03f3800000-7f0413a00000", "7f03f3a00000-7f0413a00000");
-        assert_eq!(region_rss(&doubled, 512 << 20), None);
+        assert_eq!(region_rss(&doubled, 512 * MIB), None);
     }
 }

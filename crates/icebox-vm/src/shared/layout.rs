@@ -230,7 +230,7 @@ mod tests {
         assert!(s.contains("-smp 5 -m 2560M -machine q35"), "{s}");
         assert!(s.contains("virtio-balloon-pci"));
         assert!(!s.contains("virtio-mem"));
-        assert_eq!(l.balloon_target_bytes(512 << 20), 1024 << 20);
+        assert_eq!(l.balloon_target_bytes(512 * MIB), 1024 * MIB);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod budget;
 mod common;
 mod config;
+mod exit;
 mod host_memory;
 mod layout;
 mod report;
@@ -121,7 +122,7 @@ impl SharedBackend {
             .clone();
         // Booting is not waiting for memory: the bound starts once there is a VM.
         let deadline = Instant::now() + self.common.cfg.budget_timeout;
-        vm.start_instance(spec, deadline, booted).await
+        SharedSandbox::start(&vm, spec, deadline, booted).await
     }
 }
 

@@ -1,5 +1,6 @@
 //! One instance of the `vm-shared` backend: a runtime in a partition of its action's VM.
 
+use super::exit::InstanceExit;
 use super::host_memory::process_region_rss;
 use super::report::{PlugReport, ReclaimReport};
 use super::vmhost::SharedVm;
@@ -9,12 +10,13 @@ use icebox_core::units::MIB;
 use icebox_core::MemoryStats;
 use icebox_guest::protocol::{InstanceStats, StartRequest};
 use icebox_guest::{AgentError, Forwarder};
-use icebox_sandbox_api::ExitLatch;
-use icebox_sandbox_api::{ExitCause, LogCollector, RuntimeClient, Sandbox, SandboxError};
+use icebox_sandbox_api::{
+    ExitCause, InstanceSpec, LogCollector, RuntimeClient, Sandbox, SandboxError,
+};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{watch, OnceCell};
 use tokio::task::JoinHandle;
@@ -29,8 +31,7 @@ pub struct SharedSandbox {
     plug: PlugReport,
     forwarder: Mutex<Option<Forwarder>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    exit: ExitLatch,
-    exit_reason: OnceLock<String>,
+    exit: Arc<InstanceExit>,
     /// The agent's `stop`, done once: how long it took (ms).
     stopped: OnceCell<f64>,
     destroyed: AtomicBool,
@@ -38,7 +39,30 @@ pub struct SharedSandbox {
 }
 
 impl SharedSandbox {
-    pub(super) fn new(
+    /// Start `spec` in a partition of `vm`: budget, a free partition, plug, the runtime
+    /// bound to the partition's node, the host socket.
+    pub(super) async fn start(
+        vm: &Arc<SharedVm>,
+        spec: &InstanceSpec,
+        deadline: Instant,
+        booted_vm: bool,
+    ) -> Result<Arc<SharedSandbox>, SandboxError> {
+        let (p, socket, plug) = vm.plug_partition(spec, deadline, booted_vm).await?;
+        let sandbox = SharedSandbox::new(spec.id.clone(), vm.clone(), p, socket, plug.clone());
+        vm.register(&spec.id, Arc::downgrade(&sandbox.exit));
+        let started = async {
+            let request = vm.start_request(spec, p)?;
+            sandbox.start_runtime(&request).await
+        };
+        if let Err(e) = started.await {
+            Sandbox::destroy(sandbox.as_ref()).await;
+            return Err(e);
+        }
+        vm.plugged(plug);
+        Ok(sandbox)
+    }
+
+    fn new(
         id: String,
         vm: Arc<SharedVm>,
         partition: u32,
@@ -47,6 +71,7 @@ impl SharedSandbox {
     ) -> Arc<SharedSandbox> {
         Arc::new(SharedSandbox {
             client: RuntimeClient::new(&socket),
+            exit: InstanceExit::new(id.clone()),
             id,
             vm,
             partition,
@@ -55,8 +80,6 @@ impl SharedSandbox {
             plug,
             forwarder: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
-            exit: ExitLatch::default(),
-            exit_reason: OnceLock::new(),
             stopped: OnceCell::new(),
             destroyed: AtomicBool::new(false),
             reclaim: watch::channel(None).0,
@@ -79,7 +102,7 @@ impl SharedSandbox {
     }
 
     pub fn exit_reason(&self) -> Option<&str> {
-        self.exit_reason.get().map(String::as_str)
+        self.exit.reason()
     }
 
     /// The guest's view of this instance (its cgroup), fresh.
@@ -105,10 +128,7 @@ impl SharedSandbox {
         report.clone()
     }
 
-    pub(super) async fn start_runtime(
-        self: &Arc<Self>,
-        request: &StartRequest,
-    ) -> Result<(), SandboxError> {
+    async fn start_runtime(self: &Arc<Self>, request: &StartRequest) -> Result<(), SandboxError> {
         let agent = &self.vm.vm().agent;
         match agent.start(request).await {
             Ok(_) => {}
@@ -137,13 +157,6 @@ impl SharedSandbox {
             )));
         }
         Ok(())
-    }
-
-    pub(super) fn mark_exited(&self, cause: ExitCause, reason: String) {
-        self.exit.set_then(cause, || {
-            tracing::debug!(instance = %self.id, "{reason}");
-            let _ = self.exit_reason.set(reason);
-        });
     }
 
     /// Stop the runtime in the guest (its cgroup killed and empty), keeping its partition
@@ -245,7 +258,7 @@ impl Sandbox for SharedSandbox {
     }
 
     fn exit_cause(&self) -> Option<ExitCause> {
-        self.exit.get()
+        self.exit.cause()
     }
 
     /// Stop the runtime, then unplug its partition in the background: the partition's memory
@@ -265,7 +278,7 @@ impl Sandbox for SharedSandbox {
         for task in self.tasks.lock().unwrap().drain(..) {
             task.abort();
         }
-        self.mark_exited(ExitCause::Exited, "destroyed".to_string());
+        self.exit.mark(ExitCause::Exited, "destroyed".to_string());
         self.vm.unregister(&self.id);
         self.vm.spawn_release(
             self.partition,

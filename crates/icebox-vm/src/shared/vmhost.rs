@@ -3,15 +3,16 @@
 //! (every instance with it) or when it has been empty for a while.
 
 use super::common::{Common, PartitionEvent, VmKey};
+use super::exit::InstanceExit;
 use super::layout::Layout;
 use super::report::{PlugReport, ReclaimOutcome, ReclaimReport};
 use super::resize::Resizer;
 use super::runtime::{start_request, warm_up};
-use super::sandbox::SharedSandbox;
 use super::slots::{Slot, Slots};
 use crate::qemu::VmConfig;
 use crate::vm::{Vm, VmPaths};
-use icebox_guest::protocol::{Event, InstanceStats, Stats};
+use icebox_core::units::MIB;
+use icebox_guest::protocol::{Event, InstanceStats, StartRequest, Stats};
 use icebox_guest::{AgentError, EventStream};
 use icebox_sandbox_api::{ExitCause, InstanceSpec, SandboxError};
 use std::collections::HashMap;
@@ -69,7 +70,8 @@ pub struct SharedVm {
     /// Resizes that must not overlap: every unplug (the guest's migration counters are read
     /// around it) and, where the VM has one target for all partitions, every plug too.
     turn: tokio::sync::Mutex<()>,
-    sandboxes: Mutex<HashMap<String, Weak<SharedSandbox>>>,
+    /// How each instance ends, told when its runtime exits or the VM ends.
+    exits: Mutex<HashMap<String, Weak<InstanceExit>>>,
     /// Since when no partition is held (`None` while one is).
     idle_since: Mutex<Option<Instant>>,
     /// Why the VM ended, once it has.
@@ -139,7 +141,7 @@ impl SharedVm {
         let layout = Layout::new(
             cfg.mode,
             cfg.partitions,
-            key.partition_bytes >> 20,
+            key.partition_bytes / MIB,
             cfg.block_mib,
             cfg.shared_mib,
         )
@@ -186,7 +188,7 @@ impl SharedVm {
             slots: Mutex::new(Slots::new(cfg.partitions)),
             slot_freed: Notify::new(),
             turn: tokio::sync::Mutex::new(()),
-            sandboxes: Mutex::new(HashMap::new()),
+            exits: Mutex::new(HashMap::new()),
             idle_since: Mutex::new(Some(Instant::now())),
             ended: OnceLock::new(),
             gone: tokio::sync::watch::channel(false).0,
@@ -240,14 +242,14 @@ impl SharedVm {
         self.dir().join(format!("{instance}.sock"))
     }
 
-    /// Start `spec` in a partition of this VM: budget, a free partition, plug, the runtime
-    /// bound to the partition's node, the host socket.
-    pub async fn start_instance(
+    /// The first half of starting `spec` in this VM: budget, a free partition, plug. Gives
+    /// the partition, the host socket the instance is to serve on, and how the plug went.
+    pub(super) async fn plug_partition(
         self: &Arc<Self>,
         spec: &InstanceSpec,
         deadline: Instant,
         booted_vm: bool,
-    ) -> Result<Arc<SharedSandbox>, SandboxError> {
+    ) -> Result<(u32, PathBuf, PlugReport), SandboxError> {
         let cfg = &self.common.cfg;
         let socket = self.host_socket(&spec.id);
         check_socket_path(&socket)?;
@@ -295,30 +297,39 @@ impl SharedVm {
             plug_ms: t_plug.elapsed().as_secs_f64() * 1e3,
             booted_vm,
         };
-        let sandbox = SharedSandbox::new(spec.id.clone(), self.clone(), p, socket, plug.clone());
-        self.sandboxes
+        Ok((p, socket, plug))
+    }
+
+    /// Where the VM tells `instance` how it ended.
+    pub(super) fn register(&self, instance: &str, exit: Weak<InstanceExit>) {
+        self.exits
             .lock()
             .unwrap()
-            .insert(spec.id.clone(), Arc::downgrade(&sandbox));
-        let started = async {
-            let request = start_request(
-                &self.common.image,
-                spec,
-                self.layout.node_of(p),
-                cfg.ready_timeout,
-            )?;
-            sandbox.start_runtime(&request).await
-        };
-        if let Err(e) = started.await {
-            icebox_sandbox_api::Sandbox::destroy(sandbox.as_ref()).await;
-            return Err(e);
-        }
+            .insert(instance.to_string(), exit);
+    }
+
+    /// The agent's request to start `spec`'s runtime bound to partition `p`'s node.
+    pub(super) fn start_request(
+        &self,
+        spec: &InstanceSpec,
+        p: u32,
+    ) -> Result<StartRequest, SandboxError> {
+        start_request(
+            &self.common.image,
+            spec,
+            self.layout.node_of(p),
+            self.common.cfg.ready_timeout,
+        )
+    }
+
+    /// The instance of `plug` runs: the plug is reported.
+    pub(super) fn plugged(&self, plug: PlugReport) {
         tracing::info!(
-            vm = %self.id, action = %spec.action, instance = %spec.id, partition = p,
-            bytes, waited_ms = plug.waited_ms, plug_ms = plug.plug_ms, "vm-shared partition plugged"
+            vm = %self.id, action = %plug.action, instance = %plug.instance,
+            partition = plug.partition, bytes = plug.bytes, waited_ms = plug.waited_ms,
+            plug_ms = plug.plug_ms, "vm-shared partition plugged"
         );
         self.common.emit(PartitionEvent::Plugged(plug));
-        Ok(sandbox)
     }
 
     async fn claim(
@@ -366,7 +377,7 @@ impl SharedVm {
     }
 
     pub(super) fn unregister(&self, instance: &str) {
-        self.sandboxes.lock().unwrap().remove(instance);
+        self.exits.lock().unwrap().remove(instance);
     }
 
     /// Take back partition `p` after `instance` stopped (it took `stop_ms`): unplug it,
@@ -613,15 +624,15 @@ impl SharedVm {
         remove_dir(self.dir());
         self.gone.send_replace(true);
         // Reported only now: an instance seen as ended has left no process and no file.
-        let sandboxes: Vec<_> = self
-            .sandboxes
+        let exits: Vec<_> = self
+            .exits
             .lock()
             .unwrap()
             .values()
             .filter_map(Weak::upgrade)
             .collect();
-        for s in sandboxes {
-            s.mark_exited(ExitCause::Exited, format!("VM {} ended: {reason}", self.id));
+        for exit in exits {
+            exit.mark(ExitCause::Exited, format!("VM {} ended: {reason}", self.id));
         }
         tracing::info!(vm = %self.id, action = %self.key.action, "vm-shared VM ended: {reason}");
         self.common.emit(PartitionEvent::VmEnded {
@@ -675,19 +686,19 @@ async fn watch(me: Weak<SharedVm>, mut events: EventStream) {
         }) = events.next().await
         {
             let Some(vm) = me.upgrade() else { return };
-            let sandbox = vm
-                .sandboxes
+            let exit = vm
+                .exits
                 .lock()
                 .unwrap()
                 .get(&instance)
                 .and_then(Weak::upgrade);
-            if let Some(s) = sandbox {
+            if let Some(exit) = exit {
                 let cause = if oom {
                     ExitCause::OutOfMemory
                 } else {
                     ExitCause::Exited
                 };
-                s.mark_exited(
+                exit.mark(
                     cause,
                     format!(
                         "the runtime exited (code {code:?}, signal {signal:?}, OOM-killed: {oom})"

@@ -12,10 +12,10 @@
 
 use super::memfile::{self, Residency, PAGE};
 use icebox_snap::checksum::{mismatch, CHUNK};
+use rustix::fs::Advice;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -153,10 +153,6 @@ impl<'a> CacheGuard<'a> {
 }
 
 impl Drop for CacheGuard<'_> {
-    #[expect(
-        clippy::cast_possible_wrap,
-        reason = "these sizes and offsets stay below 2^63"
-    )]
     fn drop(&mut self) {
         let Some(before) = &self.before else { return };
         let mut page = 0;
@@ -170,15 +166,10 @@ impl Drop for CacheGuard<'_> {
                 page += 1;
             }
             let (offset, len) = (start as u64 * PAGE, (page - start) as u64 * PAGE);
-            // SAFETY: fadvise on an fd we hold; it only advises the kernel.
-            unsafe {
-                libc::posix_fadvise(
-                    self.file.as_raw_fd(),
-                    offset as i64,
-                    len as i64,
-                    libc::POSIX_FADV_DONTNEED,
-                )
-            };
+            // A zero length would mean "to the end of the file".
+            if let Some(len) = std::num::NonZeroU64::new(len) {
+                let _ = rustix::fs::fadvise(self.file, offset, Some(len), Advice::DontNeed);
+            }
         }
     }
 }
@@ -186,6 +177,8 @@ impl Drop for CacheGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::MIB;
+    use rustix::fs::FallocateFlags;
 
     fn sparse_file(dir: &Path) -> (PathBuf, File) {
         let path = dir.join("memory");
@@ -195,9 +188,9 @@ mod tests {
             .create_new(true)
             .open(&path)
             .unwrap();
-        file.set_len(4 << 20).unwrap();
-        file.write_all_at(&[7u8; 8192], 1 << 20).unwrap();
-        file.write_all_at(&[9u8; 4096], 3 << 20).unwrap();
+        file.set_len(4 * MIB).unwrap();
+        file.write_all_at(&[7u8; 8192], MIB).unwrap();
+        file.write_all_at(&[9u8; 4096], 3 * MIB).unwrap();
         (path, file)
     }
 
@@ -232,7 +225,7 @@ mod tests {
         verify(&path, "a", &file, &sums).unwrap();
         // A write changes the ctime (wait past its granularity first).
         std::thread::sleep(std::time::Duration::from_millis(20));
-        file.write_all_at(&[1u8; 100], (1 << 20) + 4000).unwrap();
+        file.write_all_at(&[1u8; 100], MIB + 4000).unwrap();
         let e = verify(&path, "a", &file, &sums).unwrap_err();
         assert!(e.to_string().contains("checksum"), "{e}");
         assert!(e.to_string().contains("1048576"), "{e}");
@@ -240,7 +233,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, file) = sparse_file(dir.path());
         let sums = sums_of(&file).unwrap();
-        file.write_all_at(&[1u8; 4096], 2 << 20).unwrap();
+        file.write_all_at(&[1u8; 4096], 2 * MIB).unwrap();
         let e = verify(&path, "a", &file, &sums).unwrap_err();
         assert!(e.to_string().contains("2097152"), "{e}");
     }
@@ -250,16 +243,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, file) = sparse_file(dir.path());
         let sums = sums_of(&file).unwrap();
-        // SAFETY: fallocate on an fd we hold.
-        let r = unsafe {
-            libc::fallocate(
-                file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                3 << 20,
-                4096,
-            )
-        };
-        assert_eq!(r, 0);
+        rustix::fs::fallocate(
+            &file,
+            FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+            3 * MIB,
+            4096,
+        )
+        .unwrap();
         assert!(verify(&path, "a", &file, &sums).is_err());
     }
 }

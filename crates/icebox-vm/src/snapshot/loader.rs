@@ -4,6 +4,7 @@
 //! restores wait for it before the guest resumes.
 
 use super::memfile::read_into_cache;
+use icebox_core::units::MIB_USIZE;
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Bytes per read: large enough for the disk to stream, small enough to stop promptly.
-const READ: usize = 1 << 20;
+const READ: usize = MIB_USIZE;
 
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct LoadReport {
@@ -144,6 +145,7 @@ fn ms(d: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::{GIB, MIB};
     use std::os::unix::fs::FileExt;
 
     #[test]
@@ -151,10 +153,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m");
         let f = File::create(&path).unwrap();
-        f.write_all_at(&vec![3u8; 3 << 20], 0).unwrap();
+        f.write_all_at(&vec![3u8; 3 * MIB_USIZE], 0).unwrap();
         let loader = Loader::spawn(
             File::open(&path).unwrap(),
-            vec![(0, 4096), (2 << 20, 1 << 20), ((3 << 20) - 100, 1000)],
+            vec![(0, 4096), (2 * MIB, MIB), ((3 * MIB) - 100, 1000)],
         )
         .unwrap();
         let report = tokio::runtime::Builder::new_current_thread()
@@ -162,7 +164,7 @@ mod tests {
             .unwrap()
             .block_on(loader.finished());
         // The last range runs past the end of the file: only what is there is read.
-        assert_eq!(report.bytes, 4096 + (1 << 20) + 100);
+        assert_eq!(report.bytes, 4096 + MIB + 100);
         assert_eq!(report.ranges, 3);
         assert!(report.error.is_none());
         assert_eq!(loader.progress(), (report, true));
@@ -173,10 +175,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m");
         // A GiB of holes takes the loader far longer than it takes to stop it.
-        File::create(&path).unwrap().set_len(1 << 30).unwrap();
-        let ranges = (0..1024).map(|i| (i << 20, 1 << 20)).collect();
+        File::create(&path).unwrap().set_len(GIB).unwrap();
+        let ranges = (0..1024).map(|i| (i * MIB, MIB)).collect();
         let loader = Loader::spawn(File::open(&path).unwrap(), ranges).unwrap();
         loader.stop();
-        assert!(loader.wait().bytes < 1 << 30);
+        assert!(loader.wait().bytes < GIB);
     }
 }

@@ -93,6 +93,7 @@ pub fn read(dir: &Path, meta: &SnapshotMeta) -> Result<Vec<Region>, String> {
 mod tests {
     use super::*;
     use crate::snapshot::meta::{Fingerprint, MemoryImage, StateImage};
+    use icebox_core::units::MIB;
     use std::os::unix::fs::FileExt;
 
     fn meta() -> SnapshotMeta {
@@ -107,7 +108,7 @@ mod tests {
             },
             "g".into(),
             MemoryImage {
-                bytes: 1 << 20,
+                bytes: MIB,
                 data_pages: 0,
                 crc32: Default::default(),
             },

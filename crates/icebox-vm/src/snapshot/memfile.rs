@@ -2,7 +2,10 @@
 //! guest touching one costs no disk read and the loader never reads one), its data ranges
 //! (SEEK_DATA/SEEK_HOLE), and the host page cache around it (dropped, filled, counted).
 
+use icebox_core::units::MIB_USIZE;
 use icebox_snap::loadset::is_zero;
+use rustix::fs::SeekFrom;
+use rustix::io::Errno;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -11,7 +14,7 @@ use std::path::Path;
 
 pub use icebox_core::units::PAGE;
 /// Bytes read or written per system call when streaming a file.
-const CHUNK: usize = 1 << 20;
+const CHUNK: usize = MIB_USIZE;
 
 /// What copying a RAM file found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -24,31 +27,17 @@ pub struct CopyStats {
 }
 
 /// Byte ranges `(start, end)` of `file` that hold data (the rest are holes), in order.
-#[expect(
-    clippy::cast_possible_wrap,
-    reason = "these sizes and offsets stay below 2^63"
-)]
 pub fn data_ranges(file: &File) -> io::Result<Vec<(u64, u64)>> {
     let len = file.metadata()?.len();
-    let fd = file.as_raw_fd();
     let mut ranges = Vec::new();
     let mut at = 0u64;
     while at < len {
-        // SAFETY: lseek on an fd we hold.
-        let start = unsafe { libc::lseek(fd, at as i64, libc::SEEK_DATA) };
-        if start < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::ENXIO) {
-                break; // no data past `at`
-            }
-            return Err(e);
-        }
-        // SAFETY: as above.
-        let end = unsafe { libc::lseek(fd, start, libc::SEEK_HOLE) };
-        if end < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let (start, end) = (start.cast_unsigned(), end.cast_unsigned().min(len));
+        let start = match rustix::fs::seek(file, SeekFrom::Data(at)) {
+            Ok(start) => start,
+            Err(Errno::NXIO) => break, // no data past `at`
+            Err(e) => return Err(e.into()),
+        };
+        let end = rustix::fs::seek(file, SeekFrom::Hole(start))?.min(len);
         if end > start {
             ranges.push((start, end));
         }
@@ -154,11 +143,7 @@ impl DataMap {
 
 /// Drops the file's pages from the host page cache (pages some process maps stay).
 pub fn drop_cache(file: &File) -> io::Result<()> {
-    // SAFETY: fadvise on an fd we hold.
-    let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if r != 0 {
-        return Err(io::Error::from_raw_os_error(r));
-    }
+    rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed)?;
     Ok(())
 }
 

@@ -222,12 +222,12 @@ mod tests {
         let state = b"QEVM device state".to_vec();
         std::fs::write(dir.join(STATE_FILE), &state).unwrap();
         let mem = std::fs::File::create(dir.join(MEMORY_FILE)).unwrap();
-        mem.set_len(1 << 20).unwrap();
+        mem.set_len(MIB).unwrap();
         let meta = SnapshotMeta::new(
             fp(),
             "snap-1".into(),
             MemoryImage {
-                bytes: 1 << 20,
+                bytes: MIB,
                 data_pages: 0,
                 crc32: Default::default(),
             },

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use icebox_core::units::MIB;
 use icebox_sandbox_api::{InstanceSpec, Runtimes, Sandbox};
 use icebox_vm::{Accel, AccelChoice, GuestImage, VmBackend, VmBackendConfig};
 use std::path::{Path, PathBuf};
@@ -72,9 +73,9 @@ pub fn spec(id: &str, kind: &str, memory_mib: u64) -> InstanceSpec {
         id: id.to_string(),
         action: "guest/test".to_string(),
         runtime: runtimes.resolve(kind).unwrap().clone(),
-        memory_limit_bytes: memory_mib << 20,
+        memory_limit_bytes: memory_mib * MIB,
         pids_max: 512,
-        tmp_bytes: 16 << 20,
+        tmp_bytes: 16 * MIB,
         concurrency: 1,
         network: false,
         env: Vec::new(),

@@ -10,6 +10,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use icebox_core::units::MIB_USIZE;
 use std::time::Duration;
 
 /// Set on a forwarded request (the sender's node id): the receiver runs it itself, so a
@@ -18,7 +19,7 @@ pub const FORWARDED_BY: &str = "x-icebox-forwarded-by";
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// A base64 archive up to OpenWhisk's 48 MiB code limit, with room.
-const MAX_CODE_TEXT: usize = 80 << 20;
+const MAX_CODE_TEXT: usize = 80 * MIB_USIZE;
 
 pub struct Outgoing<'a> {
     pub method: Method,

@@ -4,12 +4,13 @@
 
 use super::Cluster;
 use etcd_client::{Client, ConnectOptions, EventType, GetOptions, WatchOptions};
+use icebox_core::units::MIB_USIZE;
 use std::time::Duration;
 use tokio::sync::watch;
 
 /// etcd's default request limit is 1.5 MiB: an archive up to this much travels inline with its
 /// action; larger ones are fetched by hash from a node that has them.
-pub const INLINE_CODE_MAX: usize = 1 << 20;
+pub const INLINE_CODE_MAX: usize = MIB_USIZE;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);

@@ -157,6 +157,7 @@ pub(super) fn record(event: &PartitionEvent, bus: &EventBus, m: &PartitionMetric
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::MIB;
     use icebox_vm::shared::{Mode, PlugReport, ReclaimReport};
 
     fn reclaim(outcome: ReclaimOutcome) -> ReclaimReport {
@@ -166,7 +167,7 @@ mod tests {
             instance: "i1".into(),
             mode: Mode::Squeezy,
             partition: 2,
-            bytes: 256 << 20,
+            bytes: 256 * MIB,
             outcome,
             stop_ms: 40.0,
             drain_ms: 60.0,
@@ -190,7 +191,7 @@ mod tests {
                 instance: "i1".into(),
                 mode: Mode::Squeezy,
                 partition: 2,
-                bytes: 256 << 20,
+                bytes: 256 * MIB,
                 waited_ms: 0.0,
                 plug_ms: 90.0,
                 booted_vm: true,

@@ -194,6 +194,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::GIB;
 
     #[test]
     fn namespaces_keys_and_their_deletion() {
@@ -201,7 +202,7 @@ mod tests {
         let quotas = Quotas {
             invocations_per_minute: Some(60),
             concurrent_invocations: None,
-            memory_share: Some(1 << 30),
+            memory_share: Some(GIB),
         };
         let ns = reg.put_namespace("alpha", quotas, false).unwrap();
         assert_eq!(ns.quotas, quotas);

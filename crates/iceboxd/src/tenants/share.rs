@@ -42,12 +42,13 @@ pub fn over_share(instances: &[KeptAlive], shares: &HashMap<String, u64>) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icebox_core::units::{GIB, MIB};
 
     fn kept(id: &str, ns: &str, mib: u64, idle_ms: u64) -> KeptAlive {
         KeptAlive {
             id: id.into(),
             namespace: ns.into(),
-            charged: mib << 20,
+            charged: mib * MIB,
             idle_ms,
         }
     }
@@ -60,7 +61,7 @@ mod tests {
             kept("a3", "a", 100, 1_000),
             kept("b1", "b", 500, 99_000),
         ];
-        let shares = HashMap::from([("a".to_string(), 150 << 20), ("b".to_string(), 1 << 30)]);
+        let shares = HashMap::from([("a".to_string(), 150 * MIB), ("b".to_string(), GIB)]);
         assert_eq!(over_share(&list, &shares), ["a1", "a2"]);
     }
 

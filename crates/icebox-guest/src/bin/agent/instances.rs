@@ -110,10 +110,12 @@ impl Agent {
             write(&cgroup.join("memory.oom.group"), "1")?;
             write(&cgroup.join("pids.max"), &req.pids_max.to_string())?;
             std::fs::create_dir_all(&run_dir)?;
-            let dir =
-                std::ffi::CString::new(run_dir.as_os_str().as_encoded_bytes()).expect("no NUL");
-            // SAFETY: valid path. The proxy (running as `uid`) binds its socket here.
-            unsafe { libc::chown(dir.as_ptr(), uid, uid) };
+            // The proxy (running as `uid`) binds its socket here.
+            let _ = rustix::fs::chown(
+                &run_dir,
+                Some(rustix::fs::Uid::from_raw(uid)),
+                Some(rustix::fs::Gid::from_raw(uid)),
+            );
             Ok(())
         };
         let socket = guest_socket_path(&req.instance);

@@ -2,7 +2,10 @@
 //! the host end connects a session runs over it, and a read of 0 bytes means the host end
 //! disconnected (the session is over, the instances live on).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -42,20 +45,13 @@ fn try_open(name: &str) -> std::io::Result<Option<Port>> {
         if port_name.trim() != name {
             continue;
         }
-        let dev = std::ffi::CString::new(format!("/dev/{}", entry.file_name().to_string_lossy()))
-            .expect("no NUL");
-        // SAFETY: a valid path; the fd is owned below.
-        let fd = unsafe {
-            libc::open(
-                dev.as_ptr(),
-                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: just opened, owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // std opens with O_CLOEXEC.
+        let fd: OwnedFd = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(Path::new("/dev").join(entry.file_name()))?
+            .into();
         // SAFETY: the fd is owned by the AsyncFd from here on and closed only when it drops.
         let fd = unsafe { AsyncFd::register(fd) }.map_err(|e| e.into_parts().1)?;
         return Ok(Some(Port { fd: Arc::new(fd) }));
@@ -66,14 +62,9 @@ fn try_open(name: &str) -> std::io::Result<Option<Port>> {
 impl Port {
     /// Whether the host end is connected: the driver reports POLLHUP while it is not.
     fn host_connected(&self) -> bool {
-        let mut p = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, no wait.
-        unsafe { libc::poll(&mut p, 1, 0) };
-        p.revents & libc::POLLHUP == 0
+        let mut fds = [PollFd::new(self.fd.get_ref(), PollFlags::IN)];
+        let _ = poll(&mut fds, Some(&Timespec::default()));
+        !fds[0].revents().contains(PollFlags::HUP)
     }
 
     /// Wait until a host connects. The driver keeps the port readable (POLLIN|POLLHUP) while
@@ -108,24 +99,15 @@ impl AsyncRead for PortIo {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             };
-            let unfilled = buf.initialize_unfilled();
-            // SAFETY: reading into an initialized buffer of the given length.
-            let n = unsafe {
-                libc::read(
-                    self.fd.as_raw_fd(),
-                    unfilled.as_mut_ptr().cast(),
-                    unfilled.len(),
-                )
-            };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::WouldBlock {
+            let n = match rustix::io::read(self.fd.get_ref(), buf.initialize_unfilled()) {
+                Ok(n) => n,
+                Err(rustix::io::Errno::AGAIN) => {
                     guard.clear_ready();
                     continue;
                 }
-                return Poll::Ready(Err(e));
-            }
-            buf.advance(n.cast_unsigned());
+                Err(e) => return Poll::Ready(Err(e.into())),
+            };
+            buf.advance(n);
             return Poll::Ready(Ok(()));
         }
     }
@@ -143,17 +125,15 @@ impl AsyncWrite for PortIo {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             };
-            // SAFETY: writing from a valid buffer.
-            let n = unsafe { libc::write(self.fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::WouldBlock {
+            let n = match rustix::io::write(self.fd.get_ref(), data) {
+                Ok(n) => n,
+                Err(rustix::io::Errno::AGAIN) => {
                     guard.clear_ready();
                     continue;
                 }
-                return Poll::Ready(Err(e));
-            }
-            return Poll::Ready(Ok(n.cast_unsigned()));
+                Err(e) => return Poll::Ready(Err(e.into())),
+            };
+            return Poll::Ready(Ok(n));
         }
     }
 

@@ -5,6 +5,7 @@
 //! same lock, so a child cannot be reaped before its pid is known, nor taken from under std's
 //! own wait when an exec fails.
 
+use rustix::process::{wait, WaitOptions};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::signal::unix::{signal, SignalKind};
@@ -54,24 +55,21 @@ impl Children {
     fn reap_all(&self) {
         loop {
             let mut waiting = self.lock();
-            let mut raw = 0;
-            // SAFETY: waitpid with a valid status pointer.
-            let pid = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
-            if pid <= 0 {
+            let Ok(Some((pid, raw))) = wait(WaitOptions::NOHANG) else {
                 return;
-            }
-            let status = if libc::WIFEXITED(raw) {
+            };
+            let status = if raw.exited() {
                 Status {
-                    code: Some(libc::WEXITSTATUS(raw)),
+                    code: raw.exit_status(),
                     signal: None,
                 }
             } else {
                 Status {
                     code: None,
-                    signal: Some(libc::WTERMSIG(raw)),
+                    signal: raw.terminating_signal(),
                 }
             };
-            if let Some(tx) = waiting.remove(&(pid.cast_unsigned())) {
+            if let Some(tx) = waiting.remove(&pid.as_raw_nonzero().get().cast_unsigned()) {
                 let _ = tx.send(status);
             }
         }

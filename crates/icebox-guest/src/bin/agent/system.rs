@@ -1,6 +1,7 @@
 //! What PID 1 sets up before anything else: the pseudo filesystems, cgroup v2 with the memory
 //! and pids controllers delegated to `/sys/fs/cgroup/icebox`, and the socket directory.
 
+use rustix::mount::MountFlags;
 use std::ffi::CString;
 use std::path::Path;
 
@@ -13,25 +14,12 @@ pub fn mount(
     source: &str,
     target: &str,
     fstype: &str,
-    flags: libc::c_ulong,
+    flags: MountFlags,
     data: &str,
 ) -> std::io::Result<()> {
     let _ = std::fs::create_dir_all(target);
-    let c = |s: &str| CString::new(s).expect("no NUL in mount arguments");
-    let (source, target, fstype, data) = (c(source), c(target), c(fstype), c(data));
-    // SAFETY: valid NUL-terminated strings that outlive the call.
-    let rc = unsafe {
-        libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            flags,
-            data.as_ptr().cast(),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let data = CString::new(data).expect("no NUL in mount options");
+    rustix::mount::mount(source, target, fstype, flags, Some(data.as_c_str()))?;
     Ok(())
 }
 
@@ -45,13 +33,19 @@ fn must(what: &str, r: std::io::Result<()>) {
 }
 
 pub fn init() {
-    let nosuid = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    let nosuid = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
     must("mount /proc", mount("proc", "/proc", "proc", nosuid, ""));
     must("mount /sys", mount("sysfs", "/sys", "sysfs", nosuid, ""));
     if !Path::new("/dev/null").exists() {
         must(
             "mount /dev",
-            mount("devtmpfs", "/dev", "devtmpfs", libc::MS_NOSUID, "mode=0755"),
+            mount(
+                "devtmpfs",
+                "/dev",
+                "devtmpfs",
+                MountFlags::NOSUID,
+                "mode=0755",
+            ),
         );
     }
     must(
@@ -60,7 +54,7 @@ pub fn init() {
             "shm",
             "/dev/shm",
             "tmpfs",
-            libc::MS_NOSUID | libc::MS_NODEV,
+            MountFlags::NOSUID | MountFlags::NODEV,
             "mode=1777,size=16m",
         ),
     );
@@ -78,7 +72,7 @@ pub fn init() {
             "tmpfs",
             "/tmp",
             "tmpfs",
-            libc::MS_NOSUID | libc::MS_NODEV,
+            MountFlags::NOSUID | MountFlags::NODEV,
             "mode=1777,size=16m",
         ),
     );
@@ -101,35 +95,22 @@ pub fn init() {
             "+memory +pids +cpu",
         ),
     );
-    // SAFETY: plain syscall with a valid buffer.
-    unsafe { libc::sethostname(c"icebox".as_ptr(), 6) };
+    let _ = rustix::system::sethostname(b"icebox");
 }
 
-#[expect(
-    clippy::cast_possible_wrap,
-    reason = "seconds and nanoseconds since 1970 fit time_t and c_long"
-)]
 pub fn set_time(unix_nanos: u64) -> std::io::Result<()> {
-    let ts = libc::timespec {
-        tv_sec: (unix_nanos / 1_000_000_000) as libc::time_t,
-        tv_nsec: (unix_nanos % 1_000_000_000) as libc::c_long,
+    // Seconds since 1970 in a u64 divided by 10^9 fit an i64; nanoseconds are below 10^9.
+    let ts = rustix::time::Timespec {
+        tv_sec: i64::try_from(unix_nanos / 1_000_000_000).unwrap_or(i64::MAX),
+        tv_nsec: i64::try_from(unix_nanos % 1_000_000_000).unwrap_or(0),
     };
-    // SAFETY: a valid timespec.
-    if unsafe { libc::clock_settime(libc::CLOCK_REALTIME, &ts) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    rustix::time::clock_settime(rustix::time::ClockId::Realtime, ts)?;
     Ok(())
 }
 
 pub fn kernel_release() -> String {
-    // SAFETY: utsname is arrays of c_char, for which all zero bytes is a valid value.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: uname only writes into the struct we pass, which is valid and ours for the call.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return String::new();
-    }
-    // SAFETY: the kernel NUL-terminates release.
-    unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
+    rustix::system::uname()
+        .release()
         .to_string_lossy()
         .into_owned()
 }
