@@ -242,6 +242,10 @@ impl Offload {
         if report.offloaded_bytes == 0 {
             return;
         }
+        // The pool's cost per swapped byte as this step left it, before anyone sees the step:
+        // an instance measured now would otherwise be charged at the last round's figure (a
+        // zram instance whose pages just went in: its USS alone).
+        self.offload_pool.refresh(Some(&pool.metrics.offload));
         if let Some(book) = book_of(instance) {
             book.add_moved(report.offloaded_bytes);
         }

@@ -101,7 +101,7 @@ impl Offload {
         let Some(elapsed) = self.round_due(now) else {
             return;
         };
-        self.offload_pool.refresh(Some(&pool.metrics.offload));
+        self.watch_pool(pool);
         self.semiwarm_round(pool, now, elapsed);
         self.tmo_round(pool, now);
     }
