@@ -146,7 +146,10 @@ impl Offload {
                 OffloadStep::RollbackCold => puckets.offload_rollback_cold(),
             };
             match result {
-                Ok(report) => self.note_step(pool, instance, name, &report),
+                Ok(report) => {
+                    self.step_done(pool);
+                    self.note_step(pool, instance, name, &report);
+                }
                 Err(e) => {
                     tracing::debug!(instance = %instance.id, step = name, "offload step failed: {e}");
                     break;
@@ -226,6 +229,14 @@ impl Offload {
         );
     }
 
+    /// After a step, on the blocking thread that took it (compaction may write to sysfs):
+    /// the pool's cost per swapped byte as the step left it, before anyone sees the step. An
+    /// instance measured now would otherwise be charged at the last round's figure (a zram
+    /// instance whose pages just went in: its USS alone).
+    pub(super) fn step_done(&self, pool: &Pool) {
+        self.offload_pool.refresh(Some(&pool.metrics.offload));
+    }
+
     pub(super) fn note_step(
         &self,
         pool: &Pool,
@@ -242,10 +253,6 @@ impl Offload {
         if report.offloaded_bytes == 0 {
             return;
         }
-        // The pool's cost per swapped byte as this step left it, before anyone sees the step:
-        // an instance measured now would otherwise be charged at the last round's figure (a
-        // zram instance whose pages just went in: its USS alone).
-        self.offload_pool.refresh(Some(&pool.metrics.offload));
         if let Some(book) = book_of(instance) {
             book.add_moved(report.offloaded_bytes);
         }
@@ -382,6 +389,7 @@ impl Offload {
         let before = self.offload_pool.compression_sample();
         match puckets.offload_any(bytes) {
             Ok(report) => {
+                self.step_done(pool);
                 self.note_step(pool, instance, "semiwarm", &report);
                 self.judge_compression(pool, instance, book, before);
             }

@@ -7,7 +7,7 @@
 //!
 //! Locks: [`Offload`]'s own mutexes (pool, reuse histories) and each instance's
 //! [`OffloadBook`] are never taken while a pool lock is held, nor one inside the other except
-//! book → pool cache (a leaf).
+//! book → the offload pool's state (its locks are leaves).
 
 mod background;
 mod component;

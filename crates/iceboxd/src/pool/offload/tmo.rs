@@ -52,9 +52,16 @@ impl Offload {
                     return;
                 }
                 let inst = instance.clone();
+                let on = pool.clone();
                 let t = std::time::Instant::now();
-                let result =
-                    tokio::task::spawn_blocking(move || inst.sandbox.reclaim_memory(bytes)).await;
+                let result = tokio::task::spawn_blocking(move || {
+                    let freed = inst.sandbox.reclaim_memory(bytes);
+                    if let Some(me) = on.component::<Offload>() {
+                        me.step_done(&on);
+                    }
+                    freed
+                })
+                .await;
                 drop(frozen);
                 let Some(me) = pool.component::<Offload>() else {
                     return;
