@@ -24,6 +24,9 @@ for line in sys.stdin:
         m, off, size = regions[int(args[0])], int(args[1]), int(args[2])
         m.madvise(mmap.MADV_DONTNEED, off, size)
         print("ok", flush=True)
+    elif cmd == "verify":
+        data = regions[int(args[0])][:]
+        print("ok" if data.count(b"\x01") + data.count(b"\x02") == len(data) else "bad", flush=True)
     elif cmd == "free-every-other":
         m = regions[int(args[0])]
         for off in range(0, len(m), 2 * mmap.PAGESIZE):
@@ -108,6 +111,12 @@ impl TestChild {
             self.command(&format!("free {} {off} {len}", region.id)),
             "ok"
         );
+    }
+
+    /// Whether every byte of `region` still holds what alloc or touch wrote (read through the
+    /// child, so pages in swap come back).
+    pub fn intact(&mut self, region: Region) -> bool {
+        self.command(&format!("verify {}", region.id)) == "ok"
     }
 
     /// Frees every other page of `region`, starting with the first.

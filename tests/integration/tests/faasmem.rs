@@ -610,3 +610,6 @@ fn pages_that_do_not_compress_stop_offloading_on_a_zram_pool() {
     assert!(d.get("/metrics").body.contains("reason=\"incompressible\""));
     d.stop();
 }
+
+#[path = "faasmem/swap_file_faults.rs"]
+mod swap_file_faults;

@@ -5,6 +5,7 @@
 
 mod marker;
 mod psi;
+mod space;
 mod spec;
 mod stats;
 mod swapfile;
@@ -12,6 +13,10 @@ mod swaps;
 mod vmstat;
 mod zram;
 
+#[cfg(test)]
+mod loopfs;
+#[cfg(test)]
+mod swapfile_fault_tests;
 #[cfg(test)]
 mod swapfile_tests;
 #[cfg(test)]
@@ -108,7 +113,7 @@ impl OffloadPool {
         }
         // A swap file outlives a reboot; its label says it is still icebox's.
         if let Some(path) = found.swap_file.filter(|p| SwapFile::is_ours(p)) {
-            let file = SwapFile { path };
+            let file = SwapFile::at(&path);
             result = result.and(file.teardown());
             removed = true;
         }
@@ -173,7 +178,7 @@ impl OffloadPool {
                     paths.push(dev);
                 }
                 if let Some(f) = file {
-                    paths.push(f.path.display().to_string());
+                    paths.push(f.name());
                     // zswap's pool is RAM in front of the file: count it like zram's.
                     let (pool_ram, held) = zswap::usage();
                     mm.add(MmStat {
@@ -234,9 +239,11 @@ impl OffloadPool {
                 }
                 if let Some(f) = file {
                     let path = f.path.display().to_string();
-                    if *closed || !f.path.exists() {
+                    if *closed {
                         return Err(format!("offload pool {path} was removed"));
                     }
+                    // A file whose path went elsewhere is still swapped on, and still ours.
+                    let _ = f.moved();
                     swapped_on(&path, f.is_swapped_on())?;
                 }
                 Ok(())

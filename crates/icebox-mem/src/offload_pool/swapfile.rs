@@ -3,14 +3,23 @@
 //! icebox's zram device and above the operator's swap. It is removed at close, and after a
 //! crash by the next start — only when its header still carries icebox's label, so a file
 //! somebody else put at that path since is never touched.
+//!
+//! The kernel refuses to unlink or rename an active swap file (EPERM), but its path can still
+//! stop naming it: its directory renamed, its filesystem lazily unmounted or mounted over.
+//! swapoff takes only a path, so the file is held open from swapon to swapoff and swapped off
+//! through `/proc/self/fd/N`, which opens the very file wherever it went.
 
+use super::space;
 use super::swaps::read_swaps;
 use std::ffi::CString;
+use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Below zram's 32767, so the compressed tier fills first.
 pub(crate) const PRIORITY: i32 = 32766;
@@ -26,15 +35,36 @@ const SIGNATURE: &[u8] = b"SWAPSPACE2";
 
 #[derive(Debug)]
 pub(crate) struct SwapFile {
+    /// Where it was created (and where the operator asked for it).
     pub path: PathBuf,
+    /// Open from before swapon until the SwapFile goes: names the file for swapoff and for
+    /// /proc/swaps wherever its path went. None for a crashed daemon's file, known by path only.
+    held: Option<File>,
+    /// The path stopped naming the file and that was logged (once).
+    moved_logged: AtomicBool,
 }
 
 impl SwapFile {
-    /// Creates, formats and swaps on `bytes` at `path`; on failure nothing is left.
-    pub fn create(path: &Path, bytes: u64) -> io::Result<SwapFile> {
-        let file = SwapFile {
+    /// A file known only by its path (a crashed daemon's): swapped off and removed there.
+    pub fn at(path: &Path) -> SwapFile {
+        SwapFile {
             path: path.to_path_buf(),
-        };
+            held: None,
+            moved_logged: AtomicBool::new(false),
+        }
+    }
+
+    /// Creates, formats and swaps on `bytes` at `path`; on failure nothing is left. A
+    /// filesystem without room for all of it is refused before anything is written.
+    pub fn create(path: &Path, bytes: u64) -> io::Result<SwapFile> {
+        let mut file = SwapFile::at(path);
+        let dir = path.parent().unwrap_or(Path::new("/"));
+        // When the directory cannot be measured, creating the file reports why.
+        if let Ok(free) = space::available(dir) {
+            if bytes > free {
+                return Err(space::no_room(path, bytes, free));
+            }
+        }
         let made = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -42,12 +72,14 @@ impl SwapFile {
             .open(path)
             .map_err(|e| file.error("create", e))?;
         let result = (|| {
-            allocate(&made, bytes).map_err(|e| file.error("allocate", e))?;
+            allocate(&made, bytes).map_err(|e| file.no_room_or(dir, bytes, e))?;
             drop(made);
             file.mkswap()?;
+            file.held = Some(File::open(path).map_err(|e| file.error("open", e))?);
             file.swapon()
         })();
         if let Err(e) = result {
+            file.held = None;
             let _ = std::fs::remove_file(path);
             return Err(e);
         }
@@ -59,6 +91,19 @@ impl SwapFile {
             err.kind(),
             format!("{}: {step}: {err}", self.path.display()),
         )
+    }
+
+    /// fallocate's ENOSPC with the figures: the space check before it can pass and the
+    /// allocation still fail (the filesystem's own metadata for the file, another writer).
+    fn no_room_or(&self, dir: &Path, bytes: u64, err: io::Error) -> io::Error {
+        if err.raw_os_error() != Some(libc::ENOSPC) {
+            return self.error("allocate", err);
+        }
+        let _ = std::fs::remove_file(&self.path);
+        match space::available(dir) {
+            Ok(free) => space::no_room(&self.path, bytes, free),
+            Err(_) => self.error("allocate", err),
+        }
     }
 
     fn mkswap(&self) -> io::Result<()> {
@@ -89,12 +134,20 @@ impl SwapFile {
         Ok(())
     }
 
-    fn c_path(&self) -> CString {
-        CString::new(self.path.as_os_str().as_bytes()).expect("no NUL in a path")
+    fn c_path(path: &Path) -> CString {
+        CString::new(path.as_os_str().as_bytes()).expect("no NUL in a path")
+    }
+
+    /// What to hand swapon/swapoff: the held file's /proc/self/fd link, else the path.
+    fn syscall_path(&self) -> PathBuf {
+        match &self.held {
+            Some(f) => PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd())),
+            None => self.path.clone(),
+        }
     }
 
     fn swapon(&self) -> io::Result<()> {
-        let path = self.c_path();
+        let path = Self::c_path(&self.path);
         let flags = SWAP_FLAG_PREFER | (PRIORITY & SWAP_FLAG_PRIO_MASK);
         // SAFETY: a valid NUL-terminated path.
         if unsafe { libc::swapon(path.as_ptr(), flags) } != 0 {
@@ -103,25 +156,80 @@ impl SwapFile {
         Ok(())
     }
 
+    /// The name /proc/swaps shows for the file: where it is now (both are the kernel's d_path
+    /// of the same file, as this process sees it), else the path it was made at.
+    pub fn name(&self) -> String {
+        self.held
+            .as_ref()
+            .and_then(|f| std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok())
+            .unwrap_or_else(|| self.path.clone())
+            .display()
+            .to_string()
+    }
+
     pub fn is_swapped_on(&self) -> io::Result<bool> {
-        Ok(read_swaps()?
-            .iter()
-            .any(|a| Path::new(&a.path) == self.path))
+        let name = self.name();
+        Ok(read_swaps()?.iter().any(|a| a.path == name))
+    }
+
+    /// Where the file is now, when its path no longer leads to it (logged once): it is still
+    /// the pool, and still swapped off and removed at close.
+    pub fn moved(&self) -> Option<String> {
+        let name = self.name();
+        if Path::new(&name) == self.path {
+            return None;
+        }
+        if !self.moved_logged.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                path = %self.path.display(),
+                now = %name,
+                "the offload pool's swap file is no longer at its path; it stays in use and \
+                 is still swapped off and removed at stop"
+            );
+        }
+        Some(name)
     }
 
     /// swapoff (which brings its pages back into RAM) if it is on, then the file goes.
     pub fn teardown(&self) -> io::Result<()> {
         if self.is_swapped_on()? {
-            let path = self.c_path();
+            let path = Self::c_path(&self.syscall_path());
             // SAFETY: a valid NUL-terminated path.
             if unsafe { libc::swapoff(path.as_ptr()) } != 0 {
                 return Err(self.error("swapoff", io::Error::last_os_error()));
             }
         }
-        match std::fs::remove_file(&self.path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(self.error("remove", e)),
-            _ => Ok(()),
+        self.remove()
+    }
+
+    /// Removes the file: at its path, or where it went if it moved. A held file is removed only
+    /// under a name that still leads to that very file (never a file someone put in its place).
+    fn remove(&self) -> io::Result<()> {
+        let Some(held) = &self.held else {
+            return match std::fs::remove_file(&self.path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(self.error("remove", e)),
+                _ => Ok(()),
+            };
+        };
+        let ours = held.metadata().map_err(|e| self.error("fstat", e))?;
+        if ours.nlink() == 0 {
+            return Ok(());
         }
+        let now = PathBuf::from(self.name());
+        for candidate in [&self.path, &now] {
+            let same = std::fs::symlink_metadata(candidate)
+                .is_ok_and(|m| (m.dev(), m.ino()) == (ours.dev(), ours.ino()));
+            if same {
+                return std::fs::remove_file(candidate).map_err(|e| self.error("remove", e));
+            }
+        }
+        tracing::warn!(
+            path = %self.path.display(),
+            now = %now.display(),
+            "the offload pool's swap file is swapped off but out of reach (its filesystem \
+             unmounted or mounted over): not removed"
+        );
+        Ok(())
     }
 
     /// Whether the file at `path` is a swap area icebox formatted (its label).
@@ -142,7 +250,6 @@ impl SwapFile {
 
 /// The whole size, with real blocks (fallocate), as swapon requires.
 fn allocate(file: &std::fs::File, bytes: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     let len = libc::off_t::try_from(bytes)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "swap file size too large"))?;
     // SAFETY: a valid open file descriptor; mode 0 allocates and extends the file.

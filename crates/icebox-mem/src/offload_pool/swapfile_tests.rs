@@ -23,10 +23,7 @@ impl FileGuard {
 
 impl Drop for FileGuard {
     fn drop(&mut self) {
-        let _ = SwapFile {
-            path: self.path.clone(),
-        }
-        .teardown();
+        let _ = SwapFile::at(&self.path).teardown();
         if let Some(was) = self.zswap_was {
             let _ = zswap::set(was);
         }

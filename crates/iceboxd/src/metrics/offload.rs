@@ -35,6 +35,8 @@ pub struct OffloadMetrics {
     pub barrier_seconds: Family<BarrierLabel, Histogram, fn() -> Histogram>,
     pub step_seconds: Family<StepLabel, Histogram, fn() -> Histogram>,
     pub skipped: Family<super::labels::ReasonLabel, Counter>,
+    /// Times the pool turned unusable under the daemon (the reason is in health and events).
+    pub pool_unusable: Counter,
 }
 
 impl OffloadMetrics {
@@ -46,6 +48,7 @@ impl OffloadMetrics {
             barrier_seconds: Family::new_with_constructor(step_histogram),
             step_seconds: Family::new_with_constructor(step_histogram),
             skipped: Family::default(),
+            pool_unusable: Counter::default(),
         };
         registry.register(
             "offloaded_bytes",
@@ -76,6 +79,12 @@ impl OffloadMetrics {
             "offload_skipped",
             "Offload steps not taken, by reason (pool_full, pool_unusable)",
             m.skipped.clone(),
+        );
+        registry.register(
+            "offload_pool_unusable",
+            "Times the offload pool turned unusable (swapped off or removed by someone else): \
+             offloading stopped, the reason in health and in each offloading instance's events",
+            m.pool_unusable.clone(),
         );
         m
     }

@@ -146,7 +146,10 @@ impl Offload {
                 OffloadStep::RollbackCold => puckets.offload_rollback_cold(),
             };
             match result {
-                Ok(report) => self.note_step(pool, instance, name, &report),
+                Ok(report) => {
+                    self.step_done(pool);
+                    self.note_step(pool, instance, name, &report);
+                }
                 Err(e) => {
                     tracing::debug!(instance = %instance.id, step = name, "offload step failed: {e}");
                     break;
@@ -224,6 +227,14 @@ impl Offload {
             None,
             Some(format!("{bytes} bytes")),
         );
+    }
+
+    /// After a step, on the blocking thread that took it (compaction may write to sysfs):
+    /// the pool's cost per swapped byte as the step left it, before anyone sees the step. An
+    /// instance measured now would otherwise be charged at the last round's figure (a zram
+    /// instance whose pages just went in: its USS alone).
+    pub(super) fn step_done(&self, pool: &Pool) {
+        self.offload_pool.refresh(Some(&pool.metrics.offload));
     }
 
     pub(super) fn note_step(
@@ -378,6 +389,7 @@ impl Offload {
         let before = self.offload_pool.compression_sample();
         match puckets.offload_any(bytes) {
             Ok(report) => {
+                self.step_done(pool);
                 self.note_step(pool, instance, "semiwarm", &report);
                 self.judge_compression(pool, instance, book, before);
             }

@@ -7,12 +7,13 @@
 //!
 //! Locks: [`Offload`]'s own mutexes (pool, reuse histories) and each instance's
 //! [`OffloadBook`] are never taken while a pool lock is held, nor one inside the other except
-//! book → pool cache (a leaf).
+//! book → the offload pool's state (its locks are leaves).
 
 mod background;
 mod component;
 mod faasmem;
 mod tmo;
+mod watch;
 
 use crate::pool::pool_state::PoolState;
 use icebox_core::{ActionSpec, OffloadView, SegmentView};
@@ -46,6 +47,8 @@ pub struct Offload {
     last_tick: Mutex<Option<Millis>>,
     /// /proc/vmstat pswpin at the last TMO round (its refault signal without PSI).
     swap_ins: AtomicU64,
+    /// Why the pool is unusable, as last told to the instances (None: usable).
+    pool_announced: Mutex<Option<String>>,
 }
 
 impl Offload {
@@ -56,6 +59,7 @@ impl Offload {
             reuse: Mutex::new(HashMap::new()),
             last_tick: Mutex::new(None),
             swap_ins: AtomicU64::new(icebox_mem::pages_swapped_in().unwrap_or(0)),
+            pool_announced: Mutex::new(None),
         }
     }
 

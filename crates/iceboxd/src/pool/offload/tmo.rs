@@ -52,9 +52,16 @@ impl Offload {
                     return;
                 }
                 let inst = instance.clone();
+                let on = pool.clone();
                 let t = std::time::Instant::now();
-                let result =
-                    tokio::task::spawn_blocking(move || inst.sandbox.reclaim_memory(bytes)).await;
+                let result = tokio::task::spawn_blocking(move || {
+                    let freed = inst.sandbox.reclaim_memory(bytes);
+                    if let Some(me) = on.component::<Offload>() {
+                        me.step_done(&on);
+                    }
+                    freed
+                })
+                .await;
                 drop(frozen);
                 let Some(me) = pool.component::<Offload>() else {
                     return;
@@ -101,7 +108,7 @@ impl Offload {
         let Some(elapsed) = self.round_due(now) else {
             return;
         };
-        self.offload_pool.refresh(Some(&pool.metrics.offload));
+        self.watch_pool(pool);
         self.semiwarm_round(pool, now, elapsed);
         self.tmo_round(pool, now);
     }
