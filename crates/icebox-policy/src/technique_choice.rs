@@ -167,7 +167,7 @@ pub enum Reason {
     /// Offload: its pages gained too little in the compressed pool.
     Incompressible,
     /// Snapshot: start+init is slow and cold starts are frequent.
-    SlowAndColdOften,
+    SlowStartAndColdOften,
     /// Snapshot: no fresh cold start measured yet: off (a build costs a dump).
     StartNotMeasured,
     /// Snapshot: start+init under [`SLOW_START_MS`].
@@ -189,6 +189,31 @@ pub enum Reason {
 }
 
 impl Reason {
+    pub const ALL: [Reason; 22] = [
+        Reason::NotAvailable,
+        Reason::NodeDefault,
+        Reason::Annotation,
+        Reason::Failed,
+        Reason::NoGarbageCollector,
+        Reason::GarbageNotMeasured,
+        Reason::GarbageWorthReclaiming,
+        Reason::LittleGarbage,
+        Reason::IdleMemoryNotMeasured,
+        Reason::IdleMemoryLarge,
+        Reason::IdleMemoryTooSmall,
+        Reason::Incompressible,
+        Reason::SlowStartAndColdOften,
+        Reason::StartNotMeasured,
+        Reason::StartFast,
+        Reason::ColdStartsRare,
+        Reason::RuntimeStartNotMeasured,
+        Reason::RuntimeStartSlow,
+        Reason::RuntimeStartFast,
+        Reason::ConcurrentAndAsked,
+        Reason::NoConcurrency,
+        Reason::NotAsked,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::NotAvailable => "not_available",
@@ -203,7 +228,7 @@ impl Reason {
             Reason::IdleMemoryLarge => "idle_memory_large",
             Reason::IdleMemoryTooSmall => "idle_memory_too_small",
             Reason::Incompressible => "incompressible",
-            Reason::SlowAndColdOften => "slow_start_and_cold_often",
+            Reason::SlowStartAndColdOften => "slow_start_and_cold_often",
             Reason::StartNotMeasured => "start_not_measured",
             Reason::StartFast => "start_fast",
             Reason::ColdStartsRare => "cold_starts_rare",
@@ -255,8 +280,9 @@ pub struct Measurements {
     /// Cold starts (fresh, stem cell or restore) and warm starts of its activations.
     pub cold_starts: u64,
     pub warm_starts: u64,
-    /// The last fresh start's runtime start (sandbox until the runtime answers) and /init
-    /// (any start that ran /init: fresh or stem cell).
+    /// The mean runtime start of its fresh starts (sandbox until the runtime answers) and
+    /// the mean /init of its starts that ran one (fresh or stem cell): means, so that one
+    /// fast start (a warm page cache) does not flip a choice that many slow ones made.
     pub runtime_start_ms: Option<u64>,
     pub init_ms: Option<u64>,
     /// USS of its last instance as it went idle.
@@ -344,10 +370,10 @@ impl Choice {
 
     /// Techniques that failed for the action are off, whatever chose them.
     pub fn without_failed(mut self, failed: TechniqueSet) -> Choice {
+        // Only a technique that ran can fail, so this holds even where the node's flags do
+        // not offer it (an action's own annotation turned it on).
         for t in failed.iter() {
-            if self.on.contains(t) || self.reason(t) != Reason::NotAvailable {
-                self.set(t, false, Reason::Failed);
-            }
+            self.set(t, false, Reason::Failed);
         }
         self
     }
@@ -397,7 +423,7 @@ fn snapshot(m: &Measurements) -> (bool, Reason) {
         && m.cold_start_fraction()
             .is_some_and(|f| f >= MIN_COLD_START_FRACTION);
     if often {
-        (true, Reason::SlowAndColdOften)
+        (true, Reason::SlowStartAndColdOften)
     } else {
         (false, Reason::ColdStartsRare)
     }
@@ -437,6 +463,38 @@ mod tests {
 
     fn auto(m: &Measurements) -> Choice {
         Choice::auto(TechniqueSet::all(), m)
+    }
+
+    /// The API's contract lists every reason and technique (docs/api/openapi.yaml).
+    #[test]
+    fn the_openapi_file_lists_every_reason_and_technique() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/api/openapi.yaml");
+        let spec = std::fs::read_to_string(path).unwrap();
+        let enum_after = |anchor: &str| -> Vec<String> {
+            let from = spec
+                .find(anchor)
+                .unwrap_or_else(|| panic!("{anchor} in the spec"));
+            let line = spec[from..]
+                .lines()
+                .find(|l| l.trim_start().starts_with("enum: ["))
+                .unwrap();
+            let inner = line
+                .trim()
+                .trim_start_matches("enum: [")
+                .trim_end_matches(']');
+            inner.split(',').map(|s| s.trim().to_string()).collect()
+        };
+        let reasons: Vec<String> = Reason::ALL.iter().map(|r| r.as_str().to_string()).collect();
+        assert_eq!(enum_after("    TechniquesView:"), reasons);
+        let techniques: Vec<String> = Technique::ALL
+            .iter()
+            .map(|t| t.as_str().to_string())
+            .collect();
+        assert_eq!(enum_after("    Technique:"), techniques);
+        // Serde and as_str agree.
+        for r in Reason::ALL {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+        }
     }
 
     #[test]
@@ -505,7 +563,7 @@ mod tests {
         m.warm_starts = 1000;
         assert_eq!(snapshot(&m), (false, Reason::ColdStartsRare), "0.5 % cold");
         m.warm_starts = 20;
-        assert_eq!(snapshot(&m), (true, Reason::SlowAndColdOften));
+        assert_eq!(snapshot(&m), (true, Reason::SlowStartAndColdOften));
         m.init_ms = Some(10);
         m.runtime_start_ms = Some(100);
         assert_eq!(snapshot(&m), (false, Reason::StartFast));

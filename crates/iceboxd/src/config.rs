@@ -51,6 +51,13 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_KEEP_ALIVE_POLICY", default_value = "fixed", value_parser = ["fixed", "hybrid"])]
     pub keep_alive_policy: String,
 
+    /// Which memory techniques apply to each action: `default` (each technique's own flags and
+    /// annotations, as before) or `auto` (the flags say which are available; each action gets
+    /// those its measurements call for: docs/techniques.md). An action's `icebox.techniques`
+    /// annotation (a list of names) overrides both.
+    #[arg(long, env = "ICEBOX_TECHNIQUES", default_value = "default")]
+    pub techniques: crate::pool::TechniquesMode,
+
     /// The hybrid policy's histogram bin (the paper's 1 minute); the histogram spans 240 bins.
     #[arg(long, env = "ICEBOX_HYBRID_BIN", default_value = "1m", value_parser = humantime::parse_duration)]
     pub hybrid_bin: Duration,

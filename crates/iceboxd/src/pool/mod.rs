@@ -15,6 +15,7 @@
 
 mod admission;
 pub mod backends;
+pub mod choice;
 mod cold;
 pub mod component;
 mod control;
@@ -47,8 +48,11 @@ mod tests_gate;
 mod tests_hybrid;
 #[cfg(test)]
 mod tests_snapshots;
+#[cfg(test)]
+mod tests_techniques;
 
 pub use admission::Ticket;
+pub use choice::{Observed, TechniquesMode};
 pub use component::{Component, Components};
 pub use control::ControlError;
 pub use error::{AcquireError, AdmitError, InitError, StartError};
@@ -91,6 +95,8 @@ pub struct PoolConfig {
     pub hybrid: Option<icebox_policy::HybridConfig>,
     /// The node's budget of buffered activation output (logs and responses).
     pub output_budget: Arc<icebox_sandbox::OutputBudget>,
+    /// `--techniques`: each technique's own flags (default) or chosen per action (auto).
+    pub techniques: TechniquesMode,
 }
 
 /// An instance handed to one activation. Give it back with [`Lease::release`]; a lease
@@ -159,6 +165,8 @@ pub struct Pool {
     queue: Queue,
     /// The techniques, in hook order (techniques.rs).
     components: Components,
+    /// Which of them apply to each action (choice.rs).
+    choices: choice::TechniqueChoices,
     /// Wakes the manager loop (an instance went idle, the pool changed).
     manager_wake: Notify,
     events: Arc<EventBus>,
@@ -176,6 +184,9 @@ impl Lease {
         if activation {
             for c in pool.components.iter() {
                 c.on_activation_start(pool, &instance.action);
+            }
+            if !cold {
+                pool.observe(&instance.action, &instance.id, Observed::WarmStart);
             }
         }
         Lease {
@@ -205,6 +216,14 @@ impl Lease {
         match pool.put_back(&self.instance, health, true) {
             Some(reason) => pool.evict(&self.instance.id, reason).await,
             None => {
+                let uss = self.instance.measured_memory().uss;
+                if uss > 0 {
+                    pool.observe(
+                        &self.instance.action,
+                        &self.instance.id,
+                        Observed::IdleUss(uss),
+                    );
+                }
                 for c in pool.components.iter() {
                     c.on_release(&pool, &self.instance);
                 }
@@ -253,7 +272,9 @@ impl Pool {
             .pool_budget
             .set(i64::try_from(policy.config().budget_bytes).unwrap_or(i64::MAX));
         let components = techniques::register(&cfg, &backends);
-        tracing::debug!(components = ?components.names(), "pool components");
+        let available = techniques::available(&cfg, &backends);
+        tracing::debug!(components = ?components.names(), %available, mode = %cfg.techniques, "pool components");
+        let choices = choice::TechniqueChoices::new(cfg.techniques, available);
         Arc::new(Pool {
             backends,
             runtimes,
@@ -262,6 +283,7 @@ impl Pool {
             slots: Slots::new(cfg.charge),
             queue: Queue::new(cfg.queue_size),
             components,
+            choices,
             cfg,
             manager_wake: Notify::new(),
             events,
@@ -293,7 +315,7 @@ impl Pool {
 
     /// An action was created or updated (after [`Self::retire_action`] of its old version).
     pub fn action_deployed(self: &Arc<Self>, action: &Arc<ActionSpec>) {
-        for c in self.components.iter() {
+        for c in self.components.for_action(self, action) {
             c.on_action_deployed(self, action);
         }
     }
@@ -428,6 +450,7 @@ impl Pool {
 
     /// The action changed or was deleted: idle instances go now, busy ones when they finish.
     pub async fn retire_action(&self, fqn: &str) {
+        self.forget_choice(fqn);
         for c in self.components.iter() {
             c.on_action_retired(self, fqn);
         }
