@@ -42,7 +42,10 @@ fn an_unknown_technique_is_refused_at_deployment_and_nothing_is_stored() {
             .contains("unknown technique 'zswap'"),
         "{error}"
     );
-    assert!(error["code"].is_string() || error["code"].is_number(), "{error}");
+    assert!(
+        error["code"].is_string() || error["code"].is_number(),
+        "{error}"
+    );
     let not_a_list = json!({"exec": {"kind": "python:3", "code": PY},
         "annotations": [{"key": "icebox.techniques", "value": "reclaim"}]});
     d.put_action("bad", &not_a_list).expect(400);
@@ -74,9 +77,18 @@ fn auto_shows_each_actions_choice_and_reasons_and_the_annotation_overrides() {
     assert_eq!(measured["mode"], "auto", "{measured}");
     // The node's default --reclaim-mode desiccant offers reclaim; a Python runtime has a
     // collector and has not been reclaimed yet.
-    assert_eq!(measured["reasons"]["reclaim"], "garbage_not_measured", "{measured}");
-    assert_eq!(measured["reasons"]["stemcell"], "not_available", "{measured}");
-    assert_eq!(measured["reasons"]["sharing"], "no_concurrency", "{measured}");
+    assert_eq!(
+        measured["reasons"]["reclaim"], "garbage_not_measured",
+        "{measured}"
+    );
+    assert_eq!(
+        measured["reasons"]["stemcell"], "not_available",
+        "{measured}"
+    );
+    assert_eq!(
+        measured["reasons"]["sharing"], "no_concurrency",
+        "{measured}"
+    );
     // One cold start: too few for a snapshot, whatever its time.
     let snapshot = measured["reasons"]["snapshot"].as_str().unwrap();
     assert!(
@@ -144,11 +156,15 @@ fn a_snapshot_build_that_fails_turns_snapshots_off_and_the_action_keeps_running(
     wait_for("the build to fail", Duration::from_secs(60), || {
         snapshot_state().filter(|s| s == "failed")
     });
-    let changed = wait_for("a techniques_changed event", Duration::from_secs(10), || {
-        d.events()
-            .into_iter()
-            .find(|e| e["kind"] == "techniques_changed" && e["action"] == "guest/warmfail")
-    });
+    let changed = wait_for(
+        "a techniques_changed event",
+        Duration::from_secs(10),
+        || {
+            d.events()
+                .into_iter()
+                .find(|e| e["kind"] == "techniques_changed" && e["action"] == "guest/warmfail")
+        },
+    );
     let detail = changed["detail"].as_str().unwrap();
     assert!(detail.contains("-snapshot (failed)"), "{changed}");
     assert!(detail.contains("warm-up"), "{changed}");

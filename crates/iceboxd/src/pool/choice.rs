@@ -183,12 +183,27 @@ impl TechniqueChoices {
         (book.choice.clone(), changed)
     }
 
+    /// Reads the action's current choice (its book made or renewed for its version) without
+    /// deciding again: what every hook dispatch asks, so it neither allocates nor decides.
+    fn read<R>(&self, action: &ActionSpec, f: impl FnOnce(&TechniqueChoice) -> R) -> R {
+        {
+            let books = self.books.lock().unwrap();
+            if let Some(book) = books.get(&action.fqn()) {
+                if book.version == action.version {
+                    return f(&book.choice);
+                }
+            }
+        }
+        let (choice, _) = self.with_book(action, |_| {});
+        f(&choice)
+    }
+
     fn forget(&self, fqn: &str) {
         self.books.lock().unwrap().remove(fqn);
     }
 
     fn view(&self, action: &ActionSpec) -> TechniquesView {
-        let (choice, _) = self.with_book(action, |_| {});
+        let choice = self.read(action, TechniqueChoice::clone);
         let books = self.books.lock().unwrap();
         let failed = books
             .get(&action.fqn())
@@ -262,27 +277,31 @@ pub enum Observed {
 impl Pool {
     /// Whether technique `t` may act on instances of `action`.
     pub fn allows(&self, action: &ActionSpec, t: Technique) -> bool {
-        let (choice, _) = self.choices.with_book(action, |_| {});
-        match (self.choices.mode, choice.reason(t)) {
-            // As before: the technique's own flags decide, even where the node has it off.
-            (TechniquesMode::Default, TechniqueReason::NotAvailable)
-                if listed_of(action).is_none() =>
-            {
-                true
+        self.choices.read(action, |choice| {
+            match (self.choices.mode, choice.reason(t)) {
+                // As before: the technique's own flags decide, even where the node has it off.
+                (TechniquesMode::Default, TechniqueReason::NotAvailable) => {
+                    listed_of(action).is_none()
+                }
+                _ => choice.on.contains(t),
             }
-            _ => choice.on.contains(t),
-        }
+        })
     }
 
     /// Whether the choice (auto or the action's list) turned `t` on for `action`, so the
     /// technique applies even without its own opt-in annotation (a snapshot).
     pub fn chooses(&self, action: &ActionSpec, t: Technique) -> bool {
-        let (choice, _) = self.choices.with_book(action, |_| {});
-        choice.on.contains(t) && choice.reason(t) != TechniqueReason::NodeDefault
+        self.choices.read(action, |choice| {
+            choice.on.contains(t) && choice.reason(t) != TechniqueReason::NodeDefault
+        })
     }
 
     /// A measurement of `action`; the choice is made again, and an event tells a change.
     pub fn observe(&self, action: &ActionSpec, instance: &str, what: Observed) {
+        // Only auto's rules read measurements: the default mode and the warm path pay nothing.
+        if self.choices.mode == TechniquesMode::Default {
+            return;
+        }
         let (_, changed) = self.choices.with_book(action, |book| {
             refresh_static(&mut book.measured, action);
             let m = &mut book.measured;
