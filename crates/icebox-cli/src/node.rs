@@ -54,6 +54,7 @@ pub fn instances_table(list: &[InstanceView]) -> String {
         ("SWAP", Align::Right),
         ("LOCAL", Align::Right),
         ("CHARGED", Align::Right),
+        ("TECHNIQUES", Align::Left),
     ]);
     for i in list {
         let pids = if i.pids.is_empty() {
@@ -83,9 +84,21 @@ pub fn instances_table(list: &[InstanceView]) -> String {
             size(i.memory.swap),
             size(i.offload.local_bytes),
             size(i.charged),
+            techniques_cell(i),
         ]);
     }
     t.render()
+}
+
+/// The techniques chosen for its action ("reclaim,offload"; `none`; `-` from a daemon without
+/// the choice, or a stem cell, which has no action yet). `icebox instances --json` has the
+/// reasons.
+fn techniques_cell(i: &InstanceView) -> String {
+    match &i.techniques {
+        Some(t) if t.on.is_empty() => "none".into(),
+        Some(t) => t.on.join(","),
+        None => "-".into(),
+    }
 }
 
 /// The backend, and how the instance was restored when it came from a snapshot
@@ -436,15 +449,25 @@ mod tests {
             isolation: "crun".into(),
             restored: None,
             restore_stats: None,
+            techniques: None,
         }];
         let reclaimable = reclaimable_table(&list);
         assert!(reclaimable.contains("desiccant"), "{reclaimable}");
         assert!(reclaimable.contains("4.0 MiB"), "{reclaimable}");
         assert_eq!(
             instances_table(&list),
-            "ID      ACTION       STATE   PIDS         AGE  IDLE  INVOKES  SHARING  SANDBOX      USS      PSS       RSS  SWAP  LOCAL  CHARGED\n\
-             i-7f3a  guest/hello  frozen  4242,4243  3m05s  2.5s       17  process  crun     9.0 MiB  9.5 MiB  18.0 MiB     0      0  9.0 MiB\n"
+            "ID      ACTION       STATE   PIDS         AGE  IDLE  INVOKES  SHARING  SANDBOX      USS      PSS       RSS  SWAP  LOCAL  CHARGED  TECHNIQUES\n\
+             i-7f3a  guest/hello  frozen  4242,4243  3m05s  2.5s       17  process  crun     9.0 MiB  9.5 MiB  18.0 MiB     0      0  9.0 MiB  -\n"
         );
+        let mut chosen = list[0].clone();
+        chosen.techniques = Some(icebox_core::api::TechniquesView {
+            mode: "auto".into(),
+            on: vec!["reclaim".into(), "offload".into()],
+            ..Default::default()
+        });
+        assert_eq!(techniques_cell(&chosen), "reclaim,offload");
+        chosen.techniques.as_mut().unwrap().on.clear();
+        assert_eq!(techniques_cell(&chosen), "none");
     }
 
     #[test]

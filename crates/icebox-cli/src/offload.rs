@@ -135,6 +135,7 @@ mod tests {
             isolation: "crun".into(),
             restored: None,
             restore_stats: None,
+            techniques: None,
         }
     }
 

@@ -114,6 +114,23 @@ pub struct InstanceView {
     /// The restore's account: pages served on fault, prefetched, zero-filled, bytes read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_stats: Option<serde_json::Value>,
+    /// Which techniques apply to the instance's action, and why (docs/techniques.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub techniques: Option<TechniquesView>,
+}
+
+/// The techniques chosen for an action (`--techniques`, annotation `icebox.techniques`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TechniquesView {
+    /// Who chose: `default` (each technique's own flags), `auto` (measured) or `annotation`.
+    pub mode: String,
+    /// The techniques on, in order reclaim, offload, snapshot, stemcell, sharing.
+    pub on: Vec<String>,
+    /// Every technique's reason (machine-readable, e.g. `little_garbage`, `not_available`).
+    pub reasons: std::collections::BTreeMap<String, String>,
+    /// Techniques that failed for the action, and why (off until it is updated).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub failed: std::collections::BTreeMap<String, String>,
 }
 
 /// One action's snapshot (GET /icebox/v1/snapshots, docs/snapshots.md).

@@ -47,6 +47,10 @@ pub enum EventKind {
     PartitionStuck,
     /// vm-shared: a stuck partition was unplugged at last and is usable again.
     PartitionRecovered,
+    /// The techniques applied to an action changed (`--techniques auto`, or one failed for
+    /// it); detail: the new set and each change with its reason. Instance: the one whose
+    /// measurement or failure changed it, else empty.
+    TechniquesChanged,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

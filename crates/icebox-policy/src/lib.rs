@@ -16,6 +16,7 @@ pub mod keepalive;
 pub mod placement;
 pub mod pool;
 pub mod sharing;
+pub mod technique_choice;
 
 #[cfg(test)]
 mod testutil;
@@ -42,4 +43,8 @@ pub use placement::{
 pub use pool::{lru_order, total_charge, PoolEntry};
 pub use sharing::{
     join_busy, join_busy_by, Busy, MemoryProfile, ParseSharingModeError, SharingMode,
+};
+pub use technique_choice::{
+    Choice as TechniqueChoice, Measurements as TechniqueMeasurements, Reason as TechniqueReason,
+    Technique, TechniqueSet, UnknownTechnique,
 };

@@ -51,6 +51,13 @@ pub struct Config {
     #[arg(long, env = "ICEBOX_KEEP_ALIVE_POLICY", default_value = "fixed", value_parser = ["fixed", "hybrid"])]
     pub keep_alive_policy: String,
 
+    /// Which memory techniques apply to each action: `default` (each technique's own flags and
+    /// annotations, as before) or `auto` (the flags say which are available; each action gets
+    /// those its measurements call for: docs/techniques.md). An action's `icebox.techniques`
+    /// annotation (a list of names) overrides both.
+    #[arg(long, env = "ICEBOX_TECHNIQUES", default_value = "default", value_parser = parse_techniques())]
+    pub techniques: crate::pool::TechniquesMode,
+
     /// The hybrid policy's histogram bin (the paper's 1 minute); the histogram spans 240 bins.
     #[arg(long, env = "ICEBOX_HYBRID_BIN", default_value = "1m", value_parser = humantime::parse_duration)]
     pub hybrid_bin: Duration,
@@ -481,6 +488,13 @@ fn parse_restore_mode(s: &str) -> Result<RestoreMode, String> {
 }
 
 /// `python:3=1,nodejs:20=2` → [(kind, count)]; `none` or empty → nothing.
+/// `--techniques`, its values listed in `--help` (the bench harness looks for `auto` there).
+fn parse_techniques() -> impl clap::builder::TypedValueParser<Value = crate::pool::TechniquesMode> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["default", "auto"])
+        .map(|s| s.parse().expect("one of the possible values"))
+}
+
 fn parse_prewarm_flag(s: &str) -> Result<PrewarmSpec, String> {
     let s = s.trim();
     if s.is_empty() || s == "none" {
@@ -762,6 +776,16 @@ mod tests {
         assert!(!c.snapshots);
         assert_eq!(c.snapshot_restore, RestoreMode::Reap);
         assert!(Config::try_parse_from(["iceboxd", "--snapshot-restore", "record"]).is_err());
+    }
+
+    #[test]
+    fn techniques_flag() {
+        use crate::pool::TechniquesMode;
+        let c = Config::parse_from(["iceboxd"]);
+        assert_eq!(c.techniques, TechniquesMode::Default);
+        let c = Config::parse_from(["iceboxd", "--techniques", "auto"]);
+        assert_eq!(c.techniques, TechniquesMode::Auto);
+        assert!(Config::try_parse_from(["iceboxd", "--techniques", "all"]).is_err());
     }
 
     #[test]

@@ -205,6 +205,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
                 }
             }),
             output_budget: icebox_sandbox::OutputBudget::new(cfg.output_budget),
+            techniques: cfg.techniques,
         },
         events.clone(),
         metrics.clone(),

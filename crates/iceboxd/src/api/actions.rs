@@ -294,6 +294,7 @@ async fn store_put(
         .validate(&spec.annotations)
         .map_err(ApiError::bad_request)?;
     crate::pool::snapshots::validate(&spec.annotations).map_err(ApiError::bad_request)?;
+    crate::pool::choice::validate(&spec.annotations).map_err(ApiError::bad_request)?;
     let registry = state.registry.clone();
     let stored = if let Some(cluster) = &state.cluster {
         // The cluster decides the version; this node's registry mirrors it.

@@ -135,10 +135,13 @@ impl Pool {
             .ok()
             .and_then(|b| b.instances_per_action());
         Ok(
-            match self
-                .slots
-                .claim(action, &self.policy, per_action, joining)?
-            {
+            match self.slots.claim(
+                action,
+                self.capacity_of(action),
+                &self.policy,
+                per_action,
+                joining,
+            )? {
                 Claim::Wait => Place::Queued { joining: false },
                 Claim::Join => Place::Queued { joining: true },
                 Claim::Warm(instance, idle_since) => {

@@ -3,11 +3,11 @@
 
 use super::admission::StartReservation;
 use super::backends::Isolation;
+use super::choice::Observed;
 use super::component::Provided;
 use super::env::wants_network;
 use super::extensions::Extensions;
 use super::instance::{Instance, Measured, Origin, Slot};
-use super::sharing;
 use super::{AcquireError, EvictReason, InitError, Lease, Pool, StartError};
 use crate::metrics::KindLabel;
 use icebox_core::{ActionSpec, EventKind, InstanceState};
@@ -101,6 +101,10 @@ impl Pool {
             }
         };
         let id = sandbox.id().to_string();
+        // A stem cell's runtime started before this activation: only a fresh start measures
+        // what a stem cell would save.
+        let runtime_start_ms = (origin == Origin::Started)
+            .then(|| u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX));
         let unjoined = Unjoined(Some(sandbox.clone()));
         let instance = self.new_instance(action, sandbox, isolation, origin, ext, t0);
         for c in self.components.iter() {
@@ -133,6 +137,14 @@ impl Pool {
                     Some(format!("{init_ms} ms")),
                 );
                 self.observe_cold_start(action, t0);
+                self.observe(
+                    action,
+                    &id,
+                    Observed::ColdStart {
+                        runtime_start_ms,
+                        init_ms: Some(init_ms),
+                    },
+                );
                 unjoined.disarm();
                 Ok((instance, init_ms))
             }
@@ -165,7 +177,7 @@ impl Pool {
         isolation: Isolation,
         spec: &InstanceSpec,
     ) -> Option<Provided> {
-        for c in self.components.iter() {
+        for c in self.components.for_action(self, action) {
             if let Some(p) = c.provide(self, action, isolation, spec).await {
                 return Some(p);
             }
@@ -207,6 +219,14 @@ impl Pool {
             Some("from snapshot".into()),
         );
         self.observe_cold_start(action, t0);
+        self.observe(
+            action,
+            &instance.id,
+            Observed::ColdStart {
+                runtime_start_ms: None,
+                init_ms: None,
+            },
+        );
         (instance, ms)
     }
 
@@ -237,7 +257,7 @@ impl Pool {
             memory_limit_bytes: action.limits.memory_bytes(),
             pids_max: self.cfg.pids_max,
             tmp_bytes: self.cfg.tmp_bytes,
-            concurrency: sharing::capacity_of(action),
+            concurrency: self.capacity_of(action),
             network: wants_network(action),
             env: self.instance_env(&action.exec.kind, Some(action)),
         })
@@ -254,7 +274,7 @@ impl Pool {
     ) -> Arc<Instance> {
         sandbox.logs().attach_budget(&self.cfg.output_budget);
         sandbox.logs().set_limit(action.limits.logs_bytes());
-        for c in self.components.iter() {
+        for c in self.components.for_action(self, action) {
             c.on_created(action, &origin, &mut ext);
         }
         Arc::new(Instance {
@@ -268,7 +288,7 @@ impl Pool {
             frozen: tokio::sync::Mutex::new(false),
             measured: Mutex::new(Measured::default()),
             offload_pool: self.cfg.offload_pool.clone(),
-            sharing: sharing::sharing_of(action),
+            sharing: self.sharing_of(action),
             isolation,
             ext,
         })

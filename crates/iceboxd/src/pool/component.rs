@@ -15,7 +15,7 @@ use super::{EvictReason, Pool};
 use async_trait::async_trait;
 use icebox_core::api::InstanceView;
 use icebox_core::ActionSpec;
-use icebox_policy::Millis;
+use icebox_policy::{Millis, Technique};
 use icebox_sandbox::{InstanceSpec, Sandbox, SandboxBackend};
 use std::any::Any;
 use std::sync::Arc;
@@ -32,6 +32,12 @@ pub struct Provided {
 pub trait Component: Any + Send + Sync {
     /// For logs and docs.
     fn name(&self) -> &'static str;
+
+    /// The technique it is, when the per-action choice (choice.rs) may leave an action out
+    /// of it; None: it always applies (the host budget, the keep-alive policy).
+    fn technique(&self) -> Option<Technique> {
+        None
+    }
 
     /// The node started with these actions in its registry.
     async fn on_node_start(&self, _pool: &Arc<Pool>, _actions: &[Arc<ActionSpec>]) {}
@@ -148,6 +154,17 @@ impl Components {
         self.0
             .iter()
             .find_map(|c| (c.as_ref() as &dyn Any).downcast_ref::<T>())
+    }
+
+    /// The components that may act on `action`: those the per-action choice leaves it in.
+    pub fn for_action<'a>(
+        &'a self,
+        pool: &'a Pool,
+        action: &'a ActionSpec,
+    ) -> impl Iterator<Item = &'a Arc<dyn Component>> + 'a {
+        self.0
+            .iter()
+            .filter(move |c| c.technique().is_none_or(|t| pool.allows(action, t)))
     }
 
     pub fn names(&self) -> Vec<&'static str> {

@@ -13,6 +13,10 @@ impl Pool {
     ) -> Vec<(String, String)> {
         let mut env = vec![("__OW_API_HOST".to_string(), self.cfg.api_host.clone())];
         for c in self.components.iter() {
+            // A stem cell (no action) gets every technique's start-up settings.
+            if action.is_some_and(|a| c.technique().is_some_and(|t| !self.allows(a, t))) {
+                continue;
+            }
             env.extend(c.instance_env(self, kind, action));
         }
         env

@@ -15,6 +15,7 @@
 
 mod admission;
 pub mod backends;
+pub mod choice;
 mod cold;
 pub mod component;
 mod control;
@@ -49,8 +50,11 @@ mod tests_hybrid;
 mod tests_manager_wake;
 #[cfg(test)]
 mod tests_snapshots;
+#[cfg(test)]
+mod tests_techniques;
 
 pub use admission::Ticket;
+pub use choice::{Observed, TechniquesMode};
 pub use component::{Component, Components};
 pub use control::ControlError;
 pub use error::{AcquireError, AdmitError, InitError, StartError};
@@ -94,6 +98,8 @@ pub struct PoolConfig {
     pub hybrid: Option<icebox_policy::HybridConfig>,
     /// The node's budget of buffered activation output (logs and responses).
     pub output_budget: Arc<icebox_sandbox::OutputBudget>,
+    /// `--techniques`: each technique's own flags (default) or chosen per action (auto).
+    pub techniques: TechniquesMode,
 }
 
 /// An instance handed to one activation. Give it back with [`Lease::release`]; a lease
@@ -162,6 +168,8 @@ pub struct Pool {
     queue: Queue,
     /// The techniques, in hook order (techniques.rs).
     components: Components,
+    /// Which of them apply to each action (choice.rs).
+    choices: choice::TechniqueChoices,
     /// Wakes the manager loop (an instance went idle, the pool changed).
     manager_wake: Notify,
     /// When (pool clock) the manager loop next wakes by itself; 0 while it runs a round, so
@@ -182,6 +190,9 @@ impl Lease {
         if activation {
             for c in pool.components.iter() {
                 c.on_activation_start(pool, &instance.action);
+            }
+            if !cold {
+                pool.observe(&instance.action, &instance.id, Observed::WarmStart);
             }
         }
         Lease {
@@ -211,6 +222,14 @@ impl Lease {
         match pool.put_back(&self.instance, health, true) {
             Some(reason) => pool.evict(&self.instance.id, reason).await,
             None => {
+                let uss = self.instance.measured_memory().uss;
+                if uss > 0 {
+                    pool.observe(
+                        &self.instance.action,
+                        &self.instance.id,
+                        Observed::IdleUss(uss),
+                    );
+                }
                 for c in pool.components.iter() {
                     c.on_release(&pool, &self.instance);
                 }
@@ -259,7 +278,9 @@ impl Pool {
             .pool_budget
             .set(i64::try_from(policy.config().budget_bytes).unwrap_or(i64::MAX));
         let components = techniques::register(&cfg, &backends);
-        tracing::debug!(components = ?components.names(), "pool components");
+        let available = techniques::available(&cfg, &backends);
+        tracing::debug!(components = ?components.names(), %available, mode = %cfg.techniques, "pool components");
+        let choices = choice::TechniqueChoices::new(cfg.techniques, available);
         Arc::new(Pool {
             backends,
             runtimes,
@@ -268,6 +289,7 @@ impl Pool {
             slots: Slots::new(cfg.charge),
             queue: Queue::new(cfg.queue_size),
             components,
+            choices,
             cfg,
             manager_wake: Notify::new(),
             manager_wakes_at: AtomicU64::new(0),
@@ -300,7 +322,7 @@ impl Pool {
 
     /// An action was created or updated (after [`Self::retire_action`] of its old version).
     pub fn action_deployed(self: &Arc<Self>, action: &Arc<ActionSpec>) {
-        for c in self.components.iter() {
+        for c in self.components.for_action(self, action) {
             c.on_action_deployed(self, action);
         }
     }
@@ -443,6 +465,7 @@ impl Pool {
 
     /// The action changed or was deleted: idle instances go now, busy ones when they finish.
     pub async fn retire_action(&self, fqn: &str) {
+        self.forget_choice(fqn);
         for c in self.components.iter() {
             c.on_action_retired(self, fqn);
         }

@@ -130,6 +130,7 @@ impl StemCells {
                 isolation: backend_name.to_string(),
                 restored: None,
                 restore_stats: None,
+                techniques: None,
             })
             .collect()
     }
@@ -169,7 +170,7 @@ impl Prewarm {
         // The memory limit must match: runtimes size their heaps from it at start-up
         // ({heap_mb}, the JVM's MaxRAMPercentage), so another limit would mean a wrong heap.
         // So must every start-up setting the components give the runtime (eager GC, say).
-        let fits = super::sharing::sharing_of(action) == icebox_policy::SharingMode::Process
+        let fits = pool.sharing_of(action) == icebox_policy::SharingMode::Process
             && action.limits.memory_bytes() == STEM_CELL_LIMIT
             && !wants_network(action)
             && pool.instance_env(kind, Some(action)) == pool.instance_env(kind, None);
@@ -247,6 +248,10 @@ async fn create_stem_cell(pool: &Pool, kind: &str) -> Option<StemCell> {
 impl Component for Prewarm {
     fn name(&self) -> &'static str {
         "prewarm"
+    }
+
+    fn technique(&self) -> Option<icebox_policy::Technique> {
+        Some(icebox_policy::Technique::Stemcell)
     }
 
     async fn on_node_start(&self, pool: &Arc<Pool>, _actions: &[Arc<ActionSpec>]) {

@@ -142,11 +142,12 @@ impl Slots {
 
     /// A running instance with room, a warm one, room on one being started, a place for a new
     /// one, or nothing. `per_action`: how many instances of the action its backend can host at
-    /// once; `joining`: the invocation was told to wait for an instance being started
+    /// once; `capacity`: concurrent activations one instance takes; `joining`: the invocation was told to wait for an instance being started
     /// ([`Claim::Join`]) and looks again.
     pub fn claim(
         &self,
         action: &ActionSpec,
+        capacity: u32,
         policy: &KeepAlivePolicy,
         per_action: Option<usize>,
         joining: bool,
@@ -160,7 +161,6 @@ impl Slots {
         if t.shutting_down {
             return Err(ShuttingDown);
         }
-        let capacity = super::sharing::capacity_of(action);
         // A dead runtime is never handed out (its exit watcher is about to evict it).
         let current = |s: &Slot| {
             s.instance.fqn == fqn

@@ -12,7 +12,28 @@ use super::prewarm::Prewarm;
 use super::sharing::Sharing;
 use super::snapshots::{ActionSnapshots, SnapshotBooks};
 use super::PoolConfig;
+use icebox_policy::{OffloadMode, ReclaimMode, Technique, TechniqueSet};
 use std::sync::Arc;
+
+/// The techniques the node's flags offer (what `--techniques auto` chooses among).
+pub(super) fn available(cfg: &PoolConfig, backends: &Backends) -> TechniqueSet {
+    let mut set = TechniqueSet::EMPTY;
+    if cfg.reclaim_mode != ReclaimMode::Vanilla {
+        set.insert(Technique::Reclaim);
+    }
+    if cfg.offload.mode != OffloadMode::None && cfg.offload_pool.present() {
+        set.insert(Technique::Offload);
+    }
+    if cfg.snapshots.enabled && backends.all().iter().any(|b| b.snapshots().is_some()) {
+        set.insert(Technique::Snapshot);
+    }
+    if !cfg.prewarm.is_empty() {
+        set.insert(Technique::Stemcell);
+    }
+    // Sharing needs no node resource: the action's concurrency and annotation say.
+    set.insert(Technique::Sharing);
+    set
+}
 
 pub(super) fn register(cfg: &PoolConfig, backends: &Backends) -> Components {
     let mut list: Vec<Arc<dyn Component>> = Vec::new();

@@ -46,6 +46,8 @@ pub(super) struct FakeBackend {
     host_limit: Option<u64>,
     /// Hosts at most this many instances of one action (an N:1 VM's partitions).
     per_action: Option<usize>,
+    /// Runtimes started from now on never answer POST /icebox/reclaim (a hung collector).
+    pub(super) hang_reclaim: AtomicBool,
 }
 
 struct FakeSandbox {
@@ -81,6 +83,10 @@ async fn fake_init(State(s): State<RuntimeState>) -> (axum::http::StatusCode, Js
     }
 }
 
+async fn never_answer() -> Json<Value> {
+    futures::future::pending().await
+}
+
 async fn fake_run() -> Json<Value> {
     Json(json!({"done": true}))
 }
@@ -102,11 +108,14 @@ impl SandboxBackend for FakeBackend {
             init_gate: self.init_gate.clone(),
             bad_code: self.bad_code.load(Ordering::SeqCst),
         };
-        let app = Router::new()
+        let mut app = Router::new()
             .route("/init", post(fake_init))
             .route("/run", post(fake_run))
-            .route("/icebox/restored", post(fake_run))
-            .with_state(state);
+            .route("/icebox/restored", post(fake_run));
+        if self.hang_reclaim.load(Ordering::SeqCst) {
+            app = app.route("/icebox/reclaim", post(never_answer));
+        }
+        let app = app.with_state(state);
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -210,6 +219,8 @@ pub(super) struct Setup {
     pub(super) host_limit: Option<u64>,
     pub(super) per_action: Option<usize>,
     pub(super) hybrid: Option<icebox_policy::HybridConfig>,
+    pub(super) reclaim_mode: ReclaimMode,
+    pub(super) techniques: super::TechniquesMode,
 }
 
 impl Default for Setup {
@@ -224,6 +235,8 @@ impl Default for Setup {
             host_limit: None,
             hybrid: None,
             per_action: None,
+            reclaim_mode: ReclaimMode::Vanilla,
+            techniques: super::TechniquesMode::Default,
         }
     }
 }
@@ -244,6 +257,7 @@ impl Harness {
             snapshots: setup.snapshots,
             host_limit: setup.host_limit,
             per_action: setup.per_action,
+            hang_reclaim: AtomicBool::new(false),
         });
         let mut runtimes = Runtimes::default();
         runtimes.insert(RuntimeManifest {
@@ -274,7 +288,7 @@ impl Harness {
                 sample_interval: Duration::from_secs(1),
                 api_host: String::new(),
                 prewarm: setup.prewarm,
-                reclaim_mode: ReclaimMode::Vanilla,
+                reclaim_mode: setup.reclaim_mode,
                 desiccant: Default::default(),
                 cores: 1,
                 library_pageout: LibraryPageout::Off,
@@ -292,6 +306,7 @@ impl Harness {
                 },
                 hybrid: setup.hybrid,
                 output_budget: icebox_sandbox::OutputBudget::new(64 * MIB),
+                techniques: setup.techniques,
             },
             Arc::new(EventBus::new()),
             Arc::new(Metrics::new()),

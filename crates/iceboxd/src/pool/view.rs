@@ -49,6 +49,7 @@ impl Pool {
                 .to_string(),
             restored: s.instance.origin.restored_mode(),
             restore_stats: s.instance.sandbox.restore_stats(),
+            techniques: Some(self.techniques_view(&s.instance.action)),
         };
         for c in self.components.iter() {
             c.view(self, s, &mut view);

@@ -46,6 +46,13 @@ pub fn mode_of_instance(instance: &Instance) -> ReclaimMode {
         .map_or(ReclaimMode::Vanilla, |r| r.mode)
 }
 
+/// Whether the policy reclaims this instance: Desiccant mode, and the action's technique
+/// choice still has reclaim (it may have been turned off since the instance started).
+pub fn reclaims(pool: &Pool, instance: &Instance) -> bool {
+    mode_of_instance(instance) == ReclaimMode::Desiccant
+        && pool.allows(&instance.action, icebox_policy::Technique::Reclaim)
+}
+
 impl Desiccant {
     pub fn new(
         node_mode: ReclaimMode,
@@ -83,6 +90,10 @@ impl Desiccant {
 impl Component for Desiccant {
     fn name(&self) -> &'static str {
         "desiccant"
+    }
+
+    fn technique(&self) -> Option<icebox_policy::Technique> {
+        Some(icebox_policy::Technique::Reclaim)
     }
 
     /// Eager mode's full GC after every activation is a start-up setting of the runtime.

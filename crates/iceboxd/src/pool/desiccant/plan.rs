@@ -2,7 +2,7 @@
 //! decides from the pool's books.
 
 use super::books::Load;
-use super::{mode_of_instance, Desiccant};
+use super::{mode_of_instance, reclaims, Desiccant};
 use crate::pool::instance::Slot;
 use crate::pool::Pool;
 use icebox_core::{ChargeMode, InstanceState, MemoryStats};
@@ -26,7 +26,7 @@ impl Desiccant {
         let candidates: Vec<Candidate> = books
             .iter()
             .filter(|s| {
-                mode_of_instance(&s.instance) == ReclaimMode::Desiccant
+                reclaims(pool, &s.instance)
                     && s.state == InstanceState::Frozen
                     && !s.reclaiming
                     && !s.stale

@@ -87,6 +87,15 @@ impl Desiccant {
                 if !recorded {
                     tracing::debug!(instance = %instance.id, "reclaim profile not usable");
                 }
+                if report.uss_before > 0 {
+                    pool.observe(
+                        &instance.action,
+                        &instance.id,
+                        crate::pool::Observed::GarbageShare(
+                            report.freed as f64 / report.uss_before as f64,
+                        ),
+                    );
+                }
                 pool.metrics.reclaimed_bytes.inc_by(report.freed);
                 pool.metrics
                     .reclaim_cpu_seconds
@@ -112,10 +121,21 @@ impl Desiccant {
             Err(ControlError::Runtime(_))
             | Err(ControlError::Timeout(_))
             | Err(ControlError::Freezer(_)) => {
+                // A runtime that hangs in a reclaim would hang in the next one too: the
+                // action goes on without reclaims (its other instances included).
+                if let Err(e @ ControlError::Timeout(_)) = &result {
+                    pool.technique_failed(
+                        &instance.action,
+                        &instance.id,
+                        icebox_policy::Technique::Reclaim,
+                        format!("reclaim: {e}"),
+                    );
+                }
                 // Dead, hung or unfreezable: never leave it thawed in the pool.
                 pool.evict(&instance.id, EvictReason::Error).await;
                 "evicted"
             }
+
             Err(_) => "failed",
         };
         pool.metrics

@@ -20,6 +20,10 @@ impl Component for Offload {
         "offload"
     }
 
+    fn technique(&self) -> Option<icebox_policy::Technique> {
+        Some(icebox_policy::Technique::Offload)
+    }
+
     fn on_created(&self, action: &ActionSpec, _origin: &Origin, ext: &mut Extensions) {
         ext.insert(OffloadBook::new(self.mode_of(action)));
     }

@@ -35,15 +35,18 @@ pub(super) fn book_of(instance: &Instance) -> Option<&OffloadBook> {
     instance.ext::<OffloadBook>()
 }
 
-fn is_faasmem(instance: &Instance) -> bool {
+/// A faasmem instance whose action still has offload in its technique choice (it may have
+/// been turned off since the instance started).
+fn is_faasmem(pool: &Pool, instance: &Instance) -> bool {
     book_of(instance).is_some_and(|b| b.mode == OffloadMode::Faasmem && !b.incompressible())
+        && pool.allows(&instance.action, icebox_policy::Technique::Offload)
 }
 
 impl Offload {
     /// Records a time barrier of a faasmem instance (blocking: scans its page tables). A
     /// failure only turns offloading off for this instance.
     pub(super) async fn barrier(&self, pool: &Pool, instance: &Arc<Instance>, barrier: Barrier) {
-        if !is_faasmem(instance) {
+        if !is_faasmem(pool, instance) {
             return;
         }
         let inst = instance.clone();
@@ -90,7 +93,7 @@ impl Offload {
     /// An activation of a faasmem instance ended: observe what came back, then take the steps
     /// the policy wants now. Runs in the background, one step sequence per instance at a time.
     pub(super) fn after_request(&self, pool: &Arc<Pool>, instance: &Arc<Instance>) {
-        if !is_faasmem(instance) {
+        if !is_faasmem(pool, instance) {
             return;
         }
         let pool = pool.clone();
@@ -198,6 +201,11 @@ impl Offload {
         }
         book.incompressible
             .store(true, std::sync::atomic::Ordering::Relaxed);
+        pool.observe(
+            &instance.action,
+            &instance.id,
+            crate::pool::Observed::Incompressible,
+        );
         self.skip(pool, "incompressible");
         pool.events.emit(
             &instance.id,
@@ -292,7 +300,7 @@ impl Offload {
         }
         let mut due = Vec::new();
         for slot in pool.slots.snapshot() {
-            if !is_faasmem(&slot.instance) || !slot.state.is_kept_alive() {
+            if !is_faasmem(pool, &slot.instance) || !slot.state.is_kept_alive() {
                 continue;
             }
             let idle = now.saturating_sub(slot.idle_since);
@@ -301,9 +309,7 @@ impl Offload {
             }
             // With Desiccant, frozen garbage goes first: offloading dead objects would only
             // fill the pool (and the collection would fault them all back in).
-            if desiccant::mode_of_instance(&slot.instance) == icebox_policy::ReclaimMode::Desiccant
-                && !slot.reclaimed_since_last_run
-            {
+            if desiccant::reclaims(pool, &slot.instance) && !slot.reclaimed_since_last_run {
                 if slot.state == InstanceState::Frozen && !slot.reclaiming {
                     if let Some(desiccant) = pool.component::<Desiccant>() {
                         desiccant.start_reclaim(

@@ -26,7 +26,10 @@ impl Offload {
             };
             // Frozen only: on cgroup v1 the reclaim briefly lowers the memory limit, which an
             // instance allocating at that moment could hit.
-            if book.mode != OffloadMode::Tmo || slot.state != InstanceState::Frozen {
+            if book.mode != OffloadMode::Tmo
+                || slot.state != InstanceState::Frozen
+                || !pool.allows(&instance.action, icebox_policy::Technique::Offload)
+            {
                 continue;
             }
             let bytes = {

@@ -54,6 +54,27 @@ pub fn sharing_of(action: &ActionSpec) -> SharingMode {
         .unwrap_or_default()
 }
 
+impl Pool {
+    /// The action's sharing mode, unless the per-action choice leaves sharing out of it
+    /// (then one activation per instance, as without the annotation).
+    pub fn sharing_of(&self, action: &ActionSpec) -> SharingMode {
+        if self.allows(action, icebox_policy::Technique::Sharing) {
+            sharing_of(action)
+        } else {
+            SharingMode::Process
+        }
+    }
+
+    /// Concurrent activations one instance of the action takes, under the same choice.
+    pub fn capacity_of(&self, action: &ActionSpec) -> u32 {
+        if self.allows(action, icebox_policy::Technique::Sharing) {
+            capacity_of(action)
+        } else {
+            SharingMode::Process.capacity(action.limits.concurrency)
+        }
+    }
+}
+
 /// The action's isolate engine; deployment rejects anything else, so an unreadable value
 /// falls back to the default.
 fn isolate_engine(action: &ActionSpec) -> &'static str {
@@ -249,6 +270,10 @@ pub struct Sharing;
 impl Component for Sharing {
     fn name(&self) -> &'static str {
         "sharing"
+    }
+
+    fn technique(&self) -> Option<icebox_policy::Technique> {
+        Some(icebox_policy::Technique::Sharing)
     }
 
     /// The mode's settings, then what the runtime's runtime.json adds for this profile.

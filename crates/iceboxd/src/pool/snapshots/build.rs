@@ -3,7 +3,7 @@
 //! which writes the snapshot and destroys it. No activation ever waits for this.
 
 use super::error::{BuildError, RunFailure};
-use super::settings::{settings_of, When};
+use super::settings::{effective, When};
 use super::ActionSnapshots;
 use crate::pool::backends::Isolation;
 use crate::pool::Pool;
@@ -34,10 +34,13 @@ impl ActionSnapshots {
         if !self.books.enabled() {
             return Err("Snapshots are off on this node (--snapshots off).".into());
         }
-        if !settings_of(&action.annotations).enabled() {
+        // An operator asking for a build overrides an earlier failure's "off".
+        pool.technique_retry(action, icebox_policy::Technique::Snapshot);
+        let settings = effective(pool, action);
+        if !settings.enabled() {
             return Err(format!(
                 "The action '{}' does not have snapshots on: set its annotation 'icebox.snapshot' \
-                 to true or \"warm\".",
+                 to true or \"warm\" (and, if it has 'icebox.techniques', list snapshot there).",
                 action.fqn()
             ));
         }
@@ -50,7 +53,7 @@ impl ActionSnapshots {
                 backend.name()
             ));
         }
-        if self.books.request_build(action, isolation) {
+        if self.books.request_build_as(action, &settings, isolation) {
             spawn_build(pool, action, isolation);
         }
         Ok(())
@@ -68,7 +71,11 @@ impl ActionSnapshots {
         let Ok(backend) = pool.backends.get(isolation) else {
             return;
         };
-        if backend.snapshots().is_none() || !self.books.start_build(action, isolation) {
+        if backend.snapshots().is_none()
+            || !self
+                .books
+                .start_build_as(action, &effective(pool, action), isolation)
+        {
             return;
         }
         spawn_build(pool, action, isolation);
@@ -181,6 +188,14 @@ fn spawn_build(pool: &Arc<Pool>, action: &Arc<ActionSpec>, isolation: Isolation)
         let _permit = me.books.builds.acquire().await;
         if let Err(reason) = me.build(&pool, &action, isolation).await {
             tracing::warn!(action = %action.fqn(), "cannot snapshot the action: {reason}");
+            // A build that failed would fail again: the action runs on without snapshots
+            // until it is updated (or an operator asks for a build).
+            pool.technique_failed(
+                &action,
+                "",
+                icebox_policy::Technique::Snapshot,
+                format!("snapshot build: {reason}"),
+            );
             me.books
                 .build_failed(&action, isolation, reason.to_string());
             pool.metrics
@@ -202,7 +217,7 @@ async fn prepare_template(
     pool.init_sandbox(action, sandbox)
         .await
         .map_err(BuildError::Init)?;
-    if let When::AfterWarmup(params) = settings_of(&action.annotations).when {
+    if let When::AfterWarmup(params) = effective(pool, action).when {
         warm_up(action, sandbox, params)
             .await
             .map_err(BuildError::WarmUp)?;

@@ -48,6 +48,10 @@ impl Component for ActionSnapshots {
         "snapshots"
     }
 
+    fn technique(&self) -> Option<icebox_policy::Technique> {
+        Some(icebox_policy::Technique::Snapshot)
+    }
+
     /// Keeps the snapshots an earlier run took of these actions (same version), deletes the
     /// rest, and builds the missing ones.
     async fn on_node_start(&self, pool: &Arc<Pool>, actions: &[Arc<ActionSpec>]) {

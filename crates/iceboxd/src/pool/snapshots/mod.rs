@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use store::{Store, StoredEntry};
 
 pub use component::{ActionSnapshots, RestoredFrom};
-pub use settings::{settings_of, validate};
+pub use settings::{validate, Settings};
 
 /// A snapshot that failed once is rebuilt at once (its files were damaged, say); after a
 /// second failure in a row the next build waits this long, each further one twice as long…
@@ -120,18 +120,56 @@ impl SnapshotBooks {
     /// Whether a snapshot of this action version should be built now; if so it is marked as
     /// building (the caller must end with [`built`](Self::built) or
     /// [`build_failed`](Self::build_failed)).
+    #[cfg(test)]
     pub fn start_build(&self, action: &ActionSpec, isolation: Isolation) -> bool {
-        self.start(action, isolation, false)
+        self.start(
+            action,
+            &settings::settings_of(&action.annotations),
+            isolation,
+            false,
+        )
+    }
+
+    /// [`start_build`](Self::start_build) with the settings the pool's technique choice gives
+    /// the action (settings::effective).
+    pub fn start_build_as(
+        &self,
+        action: &ActionSpec,
+        settings: &Settings,
+        isolation: Isolation,
+    ) -> bool {
+        self.start(action, settings, isolation, false)
     }
 
     /// Like [`start_build`](Self::start_build), for an operator's request: a failed snapshot
     /// is rebuilt now, its backoff forgotten.
+    #[cfg(test)]
     pub fn request_build(&self, action: &ActionSpec, isolation: Isolation) -> bool {
-        self.start(action, isolation, true)
+        self.start(
+            action,
+            &settings::settings_of(&action.annotations),
+            isolation,
+            true,
+        )
     }
 
-    fn start(&self, action: &ActionSpec, isolation: Isolation, requested: bool) -> bool {
-        if !self.cfg.enabled || !settings_of(&action.annotations).enabled() {
+    pub fn request_build_as(
+        &self,
+        action: &ActionSpec,
+        settings: &Settings,
+        isolation: Isolation,
+    ) -> bool {
+        self.start(action, settings, isolation, true)
+    }
+
+    fn start(
+        &self,
+        action: &ActionSpec,
+        settings: &Settings,
+        isolation: Isolation,
+        requested: bool,
+    ) -> bool {
+        if !self.cfg.enabled || !settings.enabled() {
             return false;
         }
         let key = (action.fqn(), isolation);
@@ -247,11 +285,25 @@ impl SnapshotBooks {
     /// How the next cold start of this action should restore, if it can: the mode asked for,
     /// except that the first restore of a snapshot without a loading set records one, and
     /// restores that need a loading set go lazy until it exists.
+    #[cfg(test)]
     pub fn plan(&self, action: &ActionSpec, isolation: Isolation) -> Option<RestorePlan> {
+        self.plan_as(
+            action,
+            &settings::settings_of(&action.annotations),
+            isolation,
+        )
+    }
+
+    /// [`plan`](Self::plan) with the settings the pool's technique choice gives the action.
+    pub fn plan_as(
+        &self,
+        action: &ActionSpec,
+        settings: &Settings,
+        isolation: Isolation,
+    ) -> Option<RestorePlan> {
         if !self.cfg.enabled {
             return None;
         }
-        let settings = settings_of(&action.annotations);
         if !settings.enabled() {
             return None;
         }

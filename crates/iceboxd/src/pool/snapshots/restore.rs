@@ -30,7 +30,8 @@ impl ActionSnapshots {
         isolation: Isolation,
         spec: &InstanceSpec,
     ) -> Option<Provided> {
-        let plan = self.books.plan(action, isolation)?;
+        let settings = super::settings::effective(pool, action);
+        let plan = self.books.plan_as(action, &settings, isolation)?;
         let key = (action.fqn(), isolation);
         let backend = pool.backends.get(isolation).ok()?.clone();
         let Some(snapshots) = backend.snapshots() else {

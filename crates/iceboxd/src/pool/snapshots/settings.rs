@@ -48,6 +48,27 @@ pub fn settings_of(annotations: &[KeyValue]) -> Settings {
     })
 }
 
+/// The settings the node applies: the action's own, off when the pool's technique choice
+/// leaves snapshots out of it, and a snapshot right after `/init` when the choice (auto, or the
+/// action's `icebox.techniques`) turns them on for an action that did not ask itself.
+pub fn effective(pool: &crate::pool::Pool, action: &icebox_core::ActionSpec) -> Settings {
+    let own = settings_of(&action.annotations);
+    let t = icebox_policy::Technique::Snapshot;
+    if !pool.allows(action, t) {
+        Settings {
+            when: When::Never,
+            ..own
+        }
+    } else if !own.enabled() && pool.chooses(action, t) {
+        Settings {
+            when: When::AfterInit,
+            ..own
+        }
+    } else {
+        own
+    }
+}
+
 /// Checked at deployment: a bad value is a 400 now, not a silent cold start later.
 pub fn validate(annotations: &[KeyValue]) -> Result<(), String> {
     parse(annotations).map(|_| ())
