@@ -6,7 +6,7 @@ use crate::cluster::{Cluster, ClusterError, Member};
 use crate::state::AppState;
 use etcd_client::PutOptions;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// How long one keep-alive answer may take before the lease is treated as in doubt.
@@ -76,6 +76,7 @@ pub async fn keep(state: AppState, mut stop: watch::Receiver<bool>) {
     let cluster = state.cluster.clone().expect("cluster mode");
     let period = (cluster.cfg.lease / 3).max(Duration::from_millis(200));
     let mut keeper: Option<(etcd_client::LeaseKeeper, etcd_client::LeaseKeepAliveStream)> = None;
+    let mut last_kept = Instant::now();
     loop {
         tokio::select! {
             _ = stop.changed() => break,
@@ -90,6 +91,7 @@ pub async fn keep(state: AppState, mut stop: watch::Receiver<bool>) {
         }
         match keep_alive_once(&cluster, lease, &mut keeper).await {
             Ok(true) => {
+                last_kept = Instant::now();
                 if let Err(e) = put_record(&state, lease).await {
                     tracing::debug!("cannot refresh this node's record: {e}");
                 }
@@ -99,7 +101,19 @@ pub async fn keep(state: AppState, mut stop: watch::Receiver<bool>) {
                 keeper = None;
                 cluster.lease.store(0, Ordering::SeqCst);
             }
+            // Unanswered for longer than the lease: etcd has let it lapse if it is up at all,
+            // so register again rather than keep asking about a lease that is gone (a node
+            // whose keep-alive stream kept failing after etcd's quorum came back stayed
+            // degraded until the test gave up).
+            Err(why) if last_kept.elapsed() > cluster.cfg.lease => {
+                tracing::warn!("no lease keep-alive answered for longer than the lease ({why}): registering again");
+                keeper = None;
+                cluster.etcd_failed(&why);
+                cluster.lease.store(0, Ordering::SeqCst);
+                last_kept = Instant::now();
+            }
             Err(why) => {
+                tracing::debug!("lease keep-alive failed: {why}");
                 keeper = None;
                 cluster.etcd_failed(&why);
             }
