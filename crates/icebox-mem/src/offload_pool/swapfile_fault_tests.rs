@@ -4,7 +4,7 @@
 //! assertion fails.
 
 use super::loopfs::LoopFs;
-use super::tests::zram_tests;
+use super::tests::{zram_devices, zram_tests};
 use super::*;
 use crate::testchild::TestChild;
 use icebox_core::units::MIB;
@@ -59,16 +59,6 @@ impl Drop for HeldGuard {
             let _ = zswap::set(was);
         }
     }
-}
-
-fn zram_devices() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir("/sys/block")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with("zram"))
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

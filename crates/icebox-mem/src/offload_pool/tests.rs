@@ -286,7 +286,8 @@ fn a_failed_open_leaves_no_device_and_no_marker() {
     assert_eq!(marker::read(dir.path()).unwrap(), None);
 }
 
-fn zram_devices() -> Vec<String> {
+/// The zram block devices present now, sorted (a test checks it leaves none behind).
+pub(super) fn zram_devices() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir("/sys/block")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
